@@ -1,0 +1,180 @@
+package tableschema
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// ErrNoDeltaType is the base of errors for Arrow types no Delta column can hold without loss.
+var ErrNoDeltaType = errors.New("no Delta type")
+
+// Canonical names of nested Arrow children, as Zerobus expects them. arrow-go always names map
+// children "key" and "value" (it renames them when it reads IPC), so those are the names we use.
+const (
+	ListItemName   = "item"
+	MapEntriesName = "entries"
+)
+
+// Arrow returns the canonical Arrow schema of the table (see the package comment).
+func (s *Schema) Arrow() *arrow.Schema {
+	fields := make([]arrow.Field, len(s.Fields))
+	for i, f := range s.Fields {
+		fields[i] = f.Arrow()
+	}
+	return arrow.NewSchema(fields, nil)
+}
+
+// Arrow returns the canonical Arrow field of the column.
+func (f Field) Arrow() arrow.Field {
+	return arrow.Field{Name: f.Name, Type: f.Type.Arrow(), Nullable: f.Nullable}
+}
+
+// Arrow returns the canonical Arrow type for t.
+func (t Type) Arrow() arrow.DataType {
+	switch t.Kind {
+	case TinyInt:
+		return arrow.PrimitiveTypes.Int8
+	case SmallInt:
+		return arrow.PrimitiveTypes.Int16
+	case Int:
+		return arrow.PrimitiveTypes.Int32
+	case BigInt:
+		return arrow.PrimitiveTypes.Int64
+	case Float:
+		return arrow.PrimitiveTypes.Float32
+	case Double:
+		return arrow.PrimitiveTypes.Float64
+	case Boolean:
+		return arrow.FixedWidthTypes.Boolean
+	case String, Decimal:
+		return arrow.BinaryTypes.LargeString
+	case Binary:
+		return arrow.BinaryTypes.LargeBinary
+	case Date:
+		return arrow.FixedWidthTypes.Date32
+	case Timestamp:
+		return &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+	case TimestampNTZ:
+		return &arrow.TimestampType{Unit: arrow.Microsecond}
+	case Array:
+		return arrow.ListOfField(arrow.Field{Name: ListItemName, Type: t.Elem.Arrow(), Nullable: t.ElemNullable})
+	case Map:
+		return arrow.MapOfFields(
+			arrow.Field{Name: "key", Type: t.Key.Arrow()},
+			arrow.Field{Name: "value", Type: t.Value.Arrow(), Nullable: t.ValueNullable})
+	case Struct:
+		fields := make([]arrow.Field, len(t.Fields))
+		for i, f := range t.Fields {
+			fields[i] = f.Arrow()
+		}
+		return arrow.StructOf(fields...)
+	}
+	panic(fmt.Sprintf("tableschema: Arrow() of unknown kind %d", int(t.Kind)))
+}
+
+// FromArrow derives a table schema from an Arrow schema with the canonical mapping, as `loader table
+// create --like` does. Besides the canonical types it maps:
+//
+//	Utf8, StringView                      STRING
+//	Binary, BinaryView, FixedSizeBinary   BINARY
+//	UInt8, UInt16, UInt32                 SMALLINT, INT, BIGINT (the next wider signed type)
+//	Float16                               FLOAT
+//	Date64                                DATE
+//	Timestamp in any unit                 TIMESTAMP with a time zone, TIMESTAMP_NTZ without
+//	Decimal32/64/128/256 with p <= 38     DECIMAL(p,s)
+//	LargeList, FixedSizeList, ListView    ARRAY
+//	Dictionary, RunEndEncoded             the type of its values
+//	Extension                             the type of its storage
+//	Null                                  STRING (a column of nulls says nothing about its type)
+//
+// UInt64, decimals wider than 38 digits, TIME, DURATION, INTERVAL and unions have no Delta type; every
+// such column is reported in one error wrapping [ErrNoDeltaType].
+func FromArrow(s *arrow.Schema) (*Schema, error) {
+	var errs []error
+	fields := fromArrowFields("", s.Fields(), &errs)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	out := &Schema{Fields: fields}
+	if err := out.Validate(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func fromArrowFields(prefix string, in []arrow.Field, errs *[]error) []Field {
+	out := make([]Field, len(in))
+	for i, f := range in {
+		out[i] = Field{Name: f.Name, Type: fromArrowType(prefix+f.Name, f.Type, errs), Nullable: f.Nullable}
+	}
+	return out
+}
+
+// TypeFromArrow maps one Arrow type as [FromArrow] does; path names the column in errors.
+func TypeFromArrow(path string, dt arrow.DataType) (Type, error) {
+	var errs []error
+	t := fromArrowType(path, dt, &errs)
+	return t, errors.Join(errs...)
+}
+
+func fromArrowType(path string, dt arrow.DataType, errs *[]error) Type {
+	noType := func(why string) Type {
+		*errs = append(*errs, fmt.Errorf("column %q: %w for %s%s", path, ErrNoDeltaType, dt, why))
+		return Type{Kind: String}
+	}
+	switch dt := dt.(type) {
+	case *arrow.Int8Type:
+		return Type{Kind: TinyInt}
+	case *arrow.Int16Type, *arrow.Uint8Type:
+		return Type{Kind: SmallInt}
+	case *arrow.Int32Type, *arrow.Uint16Type:
+		return Type{Kind: Int}
+	case *arrow.Int64Type, *arrow.Uint32Type:
+		return Type{Kind: BigInt}
+	case *arrow.Uint64Type:
+		return noType(" (no signed type holds every uint64; declare the column DECIMAL(20,0) and cast)")
+	case *arrow.Float16Type, *arrow.Float32Type:
+		return Type{Kind: Float}
+	case *arrow.Float64Type:
+		return Type{Kind: Double}
+	case *arrow.BooleanType:
+		return Type{Kind: Boolean}
+	case *arrow.StringType, *arrow.LargeStringType, *arrow.StringViewType, *arrow.NullType:
+		return Type{Kind: String}
+	case *arrow.BinaryType, *arrow.LargeBinaryType, *arrow.BinaryViewType, *arrow.FixedSizeBinaryType:
+		return Type{Kind: Binary}
+	case *arrow.Date32Type, *arrow.Date64Type:
+		return Type{Kind: Date}
+	case *arrow.TimestampType:
+		if dt.TimeZone == "" {
+			return Type{Kind: TimestampNTZ}
+		}
+		return Type{Kind: Timestamp}
+	case arrow.DecimalType:
+		if dt.GetPrecision() > MaxDecimalPrecision {
+			return noType(fmt.Sprintf(" (Delta decimals hold at most %d digits)", MaxDecimalPrecision))
+		}
+		return DecimalOf(int(dt.GetPrecision()), int(dt.GetScale()))
+	case *arrow.MapType:
+		key := fromArrowType(path+".key", dt.KeyType(), errs)
+		val := fromArrowType(path+".value", dt.ItemType(), errs)
+		return MapOf(key, val, dt.ItemField().Nullable)
+	case arrow.ListLikeType: // List, LargeList, FixedSizeList, ListView, LargeListView (Map handled above)
+		ef := dt.ElemField()
+		return ArrayOf(fromArrowType(path+".element", ef.Type, errs), ef.Nullable)
+	case *arrow.StructType:
+		if dt.NumFields() == 0 {
+			return noType(" (a struct without fields)")
+		}
+		return StructOf(fromArrowFields(path+".", dt.Fields(), errs)...)
+	case *arrow.DictionaryType:
+		return fromArrowType(path, dt.ValueType, errs)
+	case *arrow.RunEndEncodedType:
+		return fromArrowType(path, dt.Encoded(), errs)
+	case arrow.ExtensionType:
+		return fromArrowType(path, dt.StorageType(), errs)
+	}
+	return noType("")
+}
