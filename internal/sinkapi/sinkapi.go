@@ -1,0 +1,42 @@
+// Package sinkapi is the small contract between the embedded sink's Flight server and the loader's
+// client for what Flight itself does not say: the custom actions the sink serves and their JSON
+// bodies, and the ticket form of DoGet. A real Zerobus endpoint answers these actions Unimplemented,
+// which clients must treat as "the target cannot do this".
+package sinkapi
+
+// Custom DoAction types served by the embedded sink. Each takes the table name ("catalog.schema.table")
+// as its body, except ActionFaults.
+const (
+	// ActionCount returns a CountResult.
+	ActionCount = "loader.count"
+	// ActionFlush commits every acknowledged row of the table now, then returns a CountResult.
+	ActionFlush = "loader.flush"
+	// ActionDescribe returns a TableInfo.
+	ActionDescribe = "loader.describe"
+	// ActionFaults takes a JSON-encoded fault set (see sink.Faults) and installs it; tests use it to
+	// steer a sink running in another process. It returns the installed set.
+	ActionFaults = "loader.faults"
+)
+
+// CountResult is the body of ActionCount and ActionFlush results.
+type CountResult struct {
+	Table string `json:"table"`
+	// Committed is the number of rows visible in the Delta table.
+	Committed int64 `json:"committed"`
+	// Acknowledged is the number of rows acknowledged (durable in the write-ahead log) but not yet
+	// committed to the table.
+	Acknowledged int64 `json:"acknowledged"`
+	// Version is the Delta table version Committed was read at.
+	Version int64 `json:"version"`
+}
+
+// TableInfo is the body of an ActionDescribe result.
+type TableInfo struct {
+	Table string `json:"table"`
+	// ID is the Delta table id (metaData.id); it changes when a table is dropped and created again.
+	ID string `json:"id"`
+	// Columns is the table's column list in Databricks SQL, as tableschema.ParseColumns reads it.
+	Columns string `json:"columns"`
+	// DeltaSchema is the Delta schemaString.
+	DeltaSchema string `json:"delta_schema"`
+}
