@@ -1,19 +1,9 @@
-// Package partitioner cuts record batches into Flight frames that fit a target's message limit, and
-// bounds the bytes in flight between the readers and the wire.
-//
-// API CONTRACT (written before the implementation; the implementer fills in the bodies and may add
-// to it, but must not change these signatures without updating every caller).
-//
-// A Frame is one encoded IPC record batch message (the DataHeader and DataBody of a FlightData),
-// measured by its encoded size. Each frame remembers which source rows it carries (its Span) so that
-// acknowledgements can be recorded per file, unit and row range.
 package partitioner
 
 import (
-	"context"
 	"errors"
+	"fmt"
 
-	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -29,6 +19,11 @@ type Span struct {
 	File int
 	Unit int
 	Row  int64
+}
+
+// String renders the span for error messages.
+func (s Span) String() string {
+	return fmt.Sprintf("file #%d unit %d row %d", s.File, s.Unit, s.Row)
 }
 
 // Frame is one encoded record batch message.
@@ -52,51 +47,59 @@ const (
 	CompressionZSTD
 )
 
+// String returns "none", "lz4" or "zstd".
+func (c Compression) String() string {
+	switch c {
+	case CompressionNone:
+		return "none"
+	case CompressionLZ4:
+		return "lz4"
+	case CompressionZSTD:
+		return "zstd"
+	}
+	return fmt.Sprintf("Compression(%d)", int(c))
+}
+
+// ParseCompression reads "none" (or ""), "lz4" or "zstd".
+func ParseCompression(s string) (Compression, error) {
+	switch s {
+	case "", "none":
+		return CompressionNone, nil
+	case "lz4", "lz4_frame":
+		return CompressionLZ4, nil
+	case "zstd":
+		return CompressionZSTD, nil
+	}
+	return 0, fmt.Errorf("unknown compression %q, want none, lz4 or zstd", s)
+}
+
 // EncoderOption configures an Encoder.
 type EncoderOption func(*encoderConfig)
 
-type encoderConfig struct{}
-
-// WithCompression sets the body compression. Default none.
-func WithCompression(c Compression) EncoderOption { panic("partitioner: not implemented") }
-
-// WithAllocator sets the allocator for temporary buffers. Default memory.DefaultAllocator.
-func WithAllocator(mem memory.Allocator) EncoderOption { panic("partitioner: not implemented") }
-
-// Encoder encodes batches of one schema into frames of at most maxFrameBytes. It is safe for
-// concurrent use.
-type Encoder struct{}
-
-// NewEncoder returns an encoder for batches of schema.
-func NewEncoder(schema *arrow.Schema, maxFrameBytes int, opts ...EncoderOption) (*Encoder, error) {
-	panic("partitioner: not implemented")
+type encoderConfig struct {
+	compression Compression
+	mem         memory.Allocator
 }
 
-// SchemaMessage returns the IPC schema message (the DataHeader of a DoPut's first FlightData).
-func (e *Encoder) SchemaMessage() []byte { panic("partitioner: not implemented") }
-
-// Encode cuts rec into frames no larger than the limit and calls emit with each, in row order; span
-// locates rec's first row, and each frame's Span is advanced by the rows before it. A row that alone
-// exceeds the limit is an error wrapping ErrRowTooLarge. The caller keeps ownership of rec.
-func (e *Encoder) Encode(rec arrow.RecordBatch, span Span, emit func(*Frame) error) error {
-	panic("partitioner: not implemented")
+func newEncoderConfig(opts []EncoderOption) encoderConfig {
+	cfg := encoderConfig{compression: CompressionNone, mem: memory.DefaultAllocator}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	return cfg
 }
 
-// Decode turns a frame back into a record batch (used to re-slice a partially acknowledged frame).
-func (e *Encoder) Decode(f *Frame) (arrow.RecordBatch, error) { panic("partitioner: not implemented") }
+// WithCompression sets the body compression. Default none. An unknown value makes NewEncoder fail.
+func WithCompression(c Compression) EncoderOption {
+	return func(cfg *encoderConfig) { cfg.compression = c }
+}
 
-// Budget bounds the bytes in flight. It is safe for concurrent use.
-type Budget struct{}
-
-// NewBudget returns a budget of max bytes.
-func NewBudget(max int64) *Budget { panic("partitioner: not implemented") }
-
-// Acquire waits until n bytes fit, or ctx ends. A request larger than the whole budget is admitted
-// when nothing else is in flight, so it cannot deadlock.
-func (b *Budget) Acquire(ctx context.Context, n int64) error { panic("partitioner: not implemented") }
-
-// Release returns n bytes.
-func (b *Budget) Release(n int64) { panic("partitioner: not implemented") }
-
-// InUse returns the bytes currently held.
-func (b *Budget) InUse() int64 { panic("partitioner: not implemented") }
+// WithAllocator sets the allocator for temporary buffers (encoding scratch and the buffers of
+// decompressed batches returned by Decode). Default memory.DefaultAllocator; nil keeps the default.
+func WithAllocator(mem memory.Allocator) EncoderOption {
+	return func(cfg *encoderConfig) {
+		if mem != nil {
+			cfg.mem = mem
+		}
+	}
+}
