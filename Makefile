@@ -1,0 +1,62 @@
+# loader: make targets. Only Go is needed; modules and tools are fetched by the go command.
+GO       ?= go
+BIN      := bin/loader
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+PKGS     := ./...
+
+# The demo dataset: generated (deterministically), never committed.
+DEMO_DIR  ?= testdata/demo
+DEMO_ROWS ?= 1000000
+
+.PHONY: all check build test test-short vet lint fmt-check tidy-check bench fuzz demo testdata clean
+
+all: check build
+
+## build: compile bin/loader with its version stamped in
+build:
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/loader
+
+## test: the full test suite with the race detector (what CI runs)
+test:
+	$(GO) test -race -count=1 -timeout 14m $(PKGS)
+
+## test-short: the suite without the race detector, for a quick local loop
+test-short:
+	$(GO) test -count=1 -short $(PKGS)
+
+vet:
+	$(GO) vet $(PKGS)
+
+## lint: go vet plus gofmt
+lint: vet fmt-check
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+tidy-check:
+	$(GO) mod tidy -diff
+
+## bench: go benchmarks of the hot paths (long; not part of test)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./partitioner/ ./schemamatch/ ./warehouse/ ./sink/
+
+## fuzz: a short run of every fuzz target (FUZZTIME each)
+FUZZTIME ?= 30s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for t in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+## testdata: generate the demo dataset under testdata/demo
+testdata: build
+	$(BIN) generate --out $(DEMO_DIR) --rows $(DEMO_ROWS)
+
+## demo: load the demo dataset into the embedded sink and verify the row count
+demo: build
+	BIN=$(BIN) DEMO_DIR=$(DEMO_DIR) DEMO_ROWS=$(DEMO_ROWS) ./scripts/demo.sh
+
+clean:
+	rm -rf bin .demo
