@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+
+	"github.com/loaderproject/loader/flightclient"
+	"github.com/loaderproject/loader/load"
+	"github.com/loaderproject/loader/partitioner"
+	"github.com/loaderproject/loader/tableschema"
+	"github.com/loaderproject/loader/zerobus"
+)
+
+type loadFlags struct {
+	table            string
+	endpoint         string
+	protocol         string
+	token            string
+	streams          int
+	connections      int
+	decoders         int
+	warehouse        string
+	createTable      bool
+	tableSchema      string
+	asJSON           bool
+	limit            int64
+	maxFrameBytes    byteSize
+	maxInflightBytes byteSize
+	force            bool
+	manifestDir      string
+	onError          string
+	commitInterval   time.Duration
+	progressEvery    time.Duration
+	quiet            bool
+}
+
+func (a *app) loadCommand() *cobra.Command {
+	f := loadFlags{maxFrameBytes: partitioner.DefaultMaxFrameBytes, maxInflightBytes: 256 << 20}
+	cmd := &cobra.Command{
+		Use:   "load --table NAME [--endpoint URL] [--protocol zerobus|flightsql|flight] [--streams N] [--connections M] [--warehouse DIR] [--create-table] [--json] SOURCE...",
+		Short: "Load files into a table",
+		Long: `Load SOURCEs (files, directories walked recursively, or globs) into the table NAME.
+
+Formats come from the file extension and magic bytes: Parquet, CSV with a header row, and Arrow IPC in
+file and stream form. Columns are matched to the table by name, reordered, safely cast to the table's
+types, and omitted nullable columns are filled with nulls; anything unsafe is refused with one error
+listing every problem of the file.
+
+Targets:
+  (no --endpoint)        the embedded sink, in-process over --warehouse (default ./warehouse); it
+                         never creates a table unless --create-table is given
+  grpc://host:port       plaintext gRPC
+  grpc+tls://host:port   TLS (also https://host[:port], port 443 by default)
+--protocol picks the dialect: zerobus (Databricks Zerobus Ingest, the default), flightsql (bulk ingest)
+or flight (DoPut with a PATH descriptor).
+
+Resume: which rows of which files the target acknowledged is recorded in a manifest (per target and
+table). Running the same command again skips what is done and finishes what is not; a changed file
+counts as new; --force loads everything again.
+
+At the end, where the target can count rows, the table's growth is compared with the rows
+acknowledged, and a mismatch fails the load. --json prints one object on stdout with the keys files,
+rows, bytes, seconds, rows_per_second, bytes_per_second, streams, retries, skipped_units and
+verified_rows (null when the target cannot count). bytes are Arrow IPC bytes acknowledged.`,
+		Example: `  loader load --table main.default.events --create-table ./data/
+  loader load --table main.default.events --limit 100 'data/**/*.parquet'
+  loader load --table main.default.events --endpoint grpc://127.0.0.1:8815 --streams 4 data/`,
+		RunE: func(cmd *cobra.Command, args []string) error { return a.load(cmd.Context(), f, args) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.table, "table", "", "target table, catalog.schema.table (required)")
+	fl.StringVar(&f.endpoint, "endpoint", "", "target URL; empty runs the embedded sink over --warehouse")
+	fl.StringVar(&f.protocol, "protocol", string(flightclient.Zerobus), "target dialect: zerobus, flightsql or flight")
+	fl.StringVar(&f.token, "token", os.Getenv("LOADER_TOKEN"), "bearer token sent to the endpoint (default $LOADER_TOKEN)")
+	fl.IntVar(&f.streams, "streams", 4, "parallel DoPut streams")
+	fl.IntVar(&f.connections, "connections", 0, "gRPC connections the streams share (default: one per stream, at most 8)")
+	fl.IntVar(&f.decoders, "decoders", 0, "units decoded at once (default: the number of CPUs)")
+	fl.StringVar(&f.warehouse, "warehouse", "warehouse", "warehouse directory of the embedded sink")
+	fl.BoolVar(&f.createTable, "create-table", false, "create the table from the first file's schema if it does not exist (embedded sink)")
+	fl.StringVar(&f.tableSchema, "table-schema", "", `the target's columns in Databricks SQL, for targets that cannot describe tables (Zerobus); default: the first file's canonical schema`)
+	fl.BoolVar(&f.asJSON, "json", false, "print the summary as one JSON object on stdout")
+	fl.Int64Var(&f.limit, "limit", 0, "load only the first N rows, then verify them (a smoke test before a big backfill)")
+	fl.Var(&f.maxFrameBytes, "max-frame-bytes", "largest encoded frame (FlightData) sent")
+	fl.Var(&f.maxInflightBytes, "max-inflight-bytes", "bytes sent but not yet acknowledged, across all streams: the memory bound")
+	fl.BoolVar(&f.force, "force", false, "ignore the manifest and load every file again")
+	fl.StringVar(&f.manifestDir, "manifest-dir", "", "where manifests of remote targets live (default $XDG_STATE_HOME/loader/manifests); the embedded sink keeps them in WAREHOUSE/.loader")
+	fl.StringVar(&f.onError, "on-error", string(load.OnErrorFail), "bad file policy: fail (stop) or skip-file (load the rest, exit 3)")
+	fl.DurationVar(&f.commitInterval, "commit-interval", 0, "embedded sink: how often acknowledged rows are committed (default 1s)")
+	fl.DurationVar(&f.progressEvery, "progress-interval", 10*time.Second, "how often to print a progress line when stderr is not a terminal")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
+	return cmd
+}
+
+func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
+	if f.table == "" {
+		return usagef("--table is required")
+	}
+	if len(sources) == 0 {
+		return usagef("give at least one SOURCE (file, directory or glob)")
+	}
+	name, err := tableschema.ParseTableName(f.table)
+	if err != nil {
+		return usageError{err}
+	}
+	if f.limit < 0 {
+		return usagef("--limit must be positive")
+	}
+	cfg := load.Config{
+		Sources:          sources,
+		Table:            name,
+		Endpoint:         f.endpoint,
+		Protocol:         flightclient.Dialect(strings.ToLower(f.protocol)),
+		Token:            f.token,
+		Warehouse:        f.warehouse,
+		CreateTable:      f.createTable,
+		Streams:          f.streams,
+		Connections:      f.connections,
+		Decoders:         f.decoders,
+		MaxFrameBytes:    int(f.maxFrameBytes),
+		MaxInflightBytes: int64(f.maxInflightBytes),
+		Limit:            f.limit,
+		Force:            f.force,
+		ManifestDir:      f.manifestDir,
+		OnError:          load.OnError(f.onError),
+		CommitInterval:   f.commitInterval,
+		Logger:           a.logger,
+		Progress:         &load.Progress{},
+	}
+	if cfg.Connections == 0 {
+		cfg.Connections = min(max(f.streams, 1), 8) // one HTTP/2 connection per stream, up to a point
+	}
+	if f.tableSchema != "" {
+		if cfg.TableSchema, err = tableschema.ParseColumns(f.tableSchema); err != nil {
+			return usagef("--table-schema: %w", err)
+		}
+	}
+	stopProgress := func() {}
+	if !f.quiet {
+		stopProgress = a.showProgress(cfg.Progress, f.progressEvery)
+	}
+	sum, err := load.Run(ctx, cfg)
+	stopProgress()
+	if sum != nil {
+		if perr := a.printSummary(sum, f.asJSON); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	if se, ok := zerobus.AsSchemaError(err); ok {
+		return fmt.Errorf("the target refused the schema (causes: %v): %w", se.Causes, err)
+	}
+	return err
+}
+
+func (a *app) printSummary(s *load.Summary, asJSON bool) error {
+	for _, f := range s.FailedFiles {
+		fmt.Fprintf(a.stderr, "failed: %s: %s\n", f.Path, f.Error)
+	}
+	if asJSON {
+		enc := json.NewEncoder(a.stdout)
+		return enc.Encode(struct {
+			Files          int     `json:"files"`
+			Rows           int64   `json:"rows"`
+			Bytes          int64   `json:"bytes"`
+			Seconds        float64 `json:"seconds"`
+			RowsPerSecond  float64 `json:"rows_per_second"`
+			BytesPerSecond float64 `json:"bytes_per_second"`
+			Streams        int     `json:"streams"`
+			Retries        int64   `json:"retries"`
+			SkippedUnits   int64   `json:"skipped_units"`
+			VerifiedRows   *int64  `json:"verified_rows"`
+			FailedFiles    int     `json:"failed_files"`
+		}{s.Files, s.Rows, s.Bytes, s.Seconds, s.RowsPerSecond, s.BytesPerSecond, s.Streams, s.Retries,
+			s.SkippedUnits, s.VerifiedRows, len(s.FailedFiles)})
+	}
+	fmt.Fprintf(a.stdout, "loaded %s rows (%.1f MB) from %d files into %s in %.1fs: %s rows/s, %.1f MB/s, %d streams, %d retries",
+		groupDigits(s.Rows), float64(s.Bytes)/1e6, s.Files, s.Table, s.Seconds, groupDigits(int64(s.RowsPerSecond)),
+		s.BytesPerSecond/1e6, s.Streams, s.Retries)
+	if s.SkippedUnits > 0 {
+		fmt.Fprintf(a.stdout, ", %d units already loaded", s.SkippedUnits)
+	}
+	fmt.Fprintln(a.stdout)
+	if s.VerifiedRows != nil {
+		fmt.Fprintf(a.stdout, "verified: %s grew by %s rows\n", s.Table, groupDigits(*s.VerifiedRows))
+	} else {
+		fmt.Fprintln(a.stdout, "not verified: the target cannot count rows")
+	}
+	return nil
+}
+
+// showProgress renders p on stderr until the returned function is called: a live line on a terminal,
+// else a plain line every `every`.
+func (a *app) showProgress(p *load.Progress, every time.Duration) (stop func()) {
+	tty := false
+	if f, ok := a.stderr.(*os.File); ok {
+		tty = isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
+	}
+	interval := every
+	if tty {
+		interval = 250 * time.Millisecond
+	}
+	if interval <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				if tty {
+					fmt.Fprint(a.stderr, "\r\033[K")
+				}
+				return
+			case <-t.C:
+				line := progressLine(p, time.Now())
+				if line == "" {
+					continue
+				}
+				if tty {
+					fmt.Fprint(a.stderr, "\r\033[K"+line)
+				} else {
+					fmt.Fprintln(a.stderr, "progress: "+line)
+				}
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+func progressLine(p *load.Progress, now time.Time) string {
+	start := p.Started()
+	if start.IsZero() {
+		return ""
+	}
+	el := now.Sub(start).Seconds()
+	rows, bytes := p.Rows.Load(), p.Bytes.Load()
+	rate := 0.0
+	if el > 0 {
+		rate = float64(bytes) / el
+	}
+	eta := "?"
+	if total, done := p.SourceBytes.Load(), p.SourceDone.Load(); total > 0 && done > 0 && el > 0 {
+		left := time.Duration(el * float64(total-done) / float64(done) * float64(time.Second))
+		eta = left.Round(time.Second).String()
+	}
+	return fmt.Sprintf("rows %s  %.1f MB  %.1f MB/s  files %d/%d  ETA %s",
+		groupDigits(rows), float64(bytes)/1e6, rate/1e6, p.FilesDone.Load(), p.FilesTotal.Load(), eta)
+}

@@ -1,0 +1,23 @@
+// Command loader loads Parquet, CSV and Arrow IPC files into tables over Arrow Flight: Databricks
+// Zerobus Ingest, any Flight SQL database with bulk ingest, a plain Flight DoPut server, or the
+// embedded sink it ships with. Run `loader --help` for the commands and exit statuses.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	code := exitCode(ctx, err)
+	if err != nil && code != exitOK {
+		fmt.Fprintln(os.Stderr, "loader:", err)
+	}
+	os.Exit(code)
+}

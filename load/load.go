@@ -1,0 +1,179 @@
+// Package load runs the loader's main job: files in, rows durably in a table, nothing loaded twice by a
+// re-run. It wires the pipeline of DESIGN.md together:
+//
+//	readers → schemamatch → partitioner → flightclient ⇒ target
+//	                                ▲            │
+//	                                └─ manifest ◄┘
+//
+// Units of every file (Parquet row groups, IPC batches, CSV files) are decoded by a bounded pool of
+// workers; each batch is cast to the table's canonical schema by the plan of its source schema, cut
+// into frames, and handed to the Flight client after the frame's bytes are taken from the in-flight
+// budget. The client's acknowledgements record row ranges in the manifest and return the bytes. A
+// slow target therefore stops the decoders instead of growing memory.
+//
+// Run never prints. Progress is published through a *Progress the caller may poll.
+package load
+
+import (
+	"errors"
+	"log/slog"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/loaderproject/loader/flightclient"
+	"github.com/loaderproject/loader/partitioner"
+	"github.com/loaderproject/loader/tableschema"
+)
+
+// Errors callers map to exit codes with errors.Is.
+var (
+	// ErrPartial means some files failed (and were skipped by the error policy) while others loaded.
+	ErrPartial = errors.New("some files failed")
+	// ErrVerify means the table's row growth does not match the rows acknowledged.
+	ErrVerify = errors.New("verification failed")
+	// ErrConfig is the base of errors in the configuration.
+	ErrConfig = errors.New("invalid load configuration")
+)
+
+// OnError is the policy for a file that cannot be read or matched.
+type OnError string
+
+// The policies.
+const (
+	// OnErrorFail stops the whole load at the first bad file.
+	OnErrorFail OnError = "fail"
+	// OnErrorSkipFile skips the bad file, loads the rest and reports it; Run returns ErrPartial.
+	OnErrorSkipFile OnError = "skip-file"
+)
+
+// Config describes one load. Zero values mean "default"; see applyDefaults.
+type Config struct {
+	Sources []string
+	Table   tableschema.TableName
+
+	// Endpoint is the target's URL; empty runs the embedded sink in-process over Warehouse.
+	Endpoint  string
+	Protocol  flightclient.Dialect
+	Token     string
+	Warehouse string
+	// CreateTable creates the table from the first file's schema (embedded sink only) when it does
+	// not exist.
+	CreateTable bool
+	// TableSchema declares the target's columns for targets that cannot describe their tables (a
+	// Zerobus endpoint); without it, the first file's canonical schema is assumed.
+	TableSchema *tableschema.Schema
+
+	Streams          int
+	Connections      int
+	Decoders         int
+	MaxFrameBytes    int
+	MaxInflightBytes int64
+	// Limit loads only the first Limit rows (in file order) when positive.
+	Limit int64
+
+	// Force ignores the manifest and loads everything again.
+	Force bool
+	// ManifestDir holds manifests for remote targets; the embedded sink keeps them in the warehouse.
+	ManifestDir string
+	OnError     OnError
+	// CommitInterval is the embedded sink's commit interval (0: its default).
+	CommitInterval time.Duration
+
+	Logger   *slog.Logger
+	Progress *Progress
+}
+
+func (c *Config) applyDefaults() error {
+	if len(c.Sources) == 0 {
+		return errors.Join(ErrConfig, errors.New("no sources given"))
+	}
+	if c.Protocol == "" {
+		c.Protocol = flightclient.Zerobus // issue 3: --protocol defaults to zerobus
+	}
+	switch c.Protocol {
+	case flightclient.Zerobus, flightclient.Flight, flightclient.FlightSQL:
+	default:
+		return errors.Join(ErrConfig, errors.New("--protocol must be zerobus, flightsql or flight"))
+	}
+	if c.Warehouse == "" {
+		c.Warehouse = "warehouse" // issue 3: default ./warehouse
+	}
+	if c.Streams <= 0 {
+		c.Streams = 1
+	}
+	if c.Connections <= 0 {
+		c.Connections = 1
+	}
+	if c.Decoders <= 0 {
+		c.Decoders = runtime.GOMAXPROCS(0) // one decoder per core keeps the CPUs busy without oversubscribing
+	}
+	if c.Limit > 0 {
+		c.Decoders = 1 // "the first N rows" must be the same rows on every run
+	}
+	if c.MaxFrameBytes <= 0 {
+		c.MaxFrameBytes = partitioner.DefaultMaxFrameBytes
+	}
+	if c.MaxInflightBytes <= 0 {
+		c.MaxInflightBytes = 256 << 20 // issue 3 default
+	}
+	if c.OnError == "" {
+		c.OnError = OnErrorFail
+	}
+	if c.OnError != OnErrorFail && c.OnError != OnErrorSkipFile {
+		return errors.Join(ErrConfig, errors.New("--on-error must be fail or skip-file"))
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Progress == nil {
+		c.Progress = &Progress{}
+	}
+	return nil
+}
+
+// Summary is the outcome of a load; its JSON form is the contract of `loader load --json`.
+type Summary struct {
+	Files          int     `json:"files"`
+	Rows           int64   `json:"rows"`
+	Bytes          int64   `json:"bytes"`
+	Seconds        float64 `json:"seconds"`
+	RowsPerSecond  float64 `json:"rows_per_second"`
+	BytesPerSecond float64 `json:"bytes_per_second"`
+	Streams        int     `json:"streams"`
+	Retries        int64   `json:"retries"`
+	SkippedUnits   int64   `json:"skipped_units"`
+	// VerifiedRows is the table's row growth during the load, nil when the target cannot count.
+	VerifiedRows *int64 `json:"verified_rows"`
+
+	// FailedFiles lists the files skipped by OnErrorSkipFile, with their reasons.
+	FailedFiles []FileFailure `json:"failed_files,omitempty"`
+	Target      string        `json:"target,omitempty"`
+	Table       string        `json:"table,omitempty"`
+}
+
+// FileFailure is a file that could not be loaded.
+type FileFailure struct {
+	Path  string `json:"path"`
+	Error string `json:"error"`
+}
+
+// Progress holds live counters of a running load. All fields are safe to read at any time.
+type Progress struct {
+	FilesTotal   atomic.Int64
+	FilesDone    atomic.Int64
+	SourceBytes  atomic.Int64 // on-disk bytes of every unit to load
+	SourceDone   atomic.Int64 // on-disk bytes of units fully read
+	Rows         atomic.Int64 // rows acknowledged
+	Bytes        atomic.Int64 // frame bytes acknowledged
+	SkippedUnits atomic.Int64
+	started      atomic.Int64 // unix nanos
+}
+
+// Started returns when the data phase began, or the zero time before it.
+func (p *Progress) Started() time.Time {
+	if n := p.started.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}

@@ -1,0 +1,489 @@
+package load
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/loaderproject/loader/flightclient"
+	"github.com/loaderproject/loader/manifest"
+	"github.com/loaderproject/loader/partitioner"
+	"github.com/loaderproject/loader/readers"
+	"github.com/loaderproject/loader/schemamatch"
+)
+
+// drainGrace is how long an interrupted load keeps receiving acknowledgements for frames already sent,
+// so that what the target made durable is recorded and not sent again by the next run.
+const drainGrace = 10 * time.Second
+
+// Run loads cfg.Sources into cfg.Table and returns the summary. On an error the summary still counts
+// what was acknowledged. Errors to test for: ErrPartial, ErrVerify, ErrConfig, context.Canceled.
+func Run(ctx context.Context, cfg Config) (*Summary, error) {
+	if err := cfg.applyDefaults(); err != nil {
+		return nil, err
+	}
+	files, err := readers.Discover(ctx, cfg.Sources)
+	if err != nil {
+		return nil, err
+	}
+	firstSchema := func() (*arrow.Schema, error) {
+		src, err := readers.Open(ctx, files[0])
+		if err != nil {
+			return nil, err
+		}
+		defer src.Close()
+		return src.Schema(), nil
+	}
+	var tgt *target
+	if cfg.Endpoint == "" {
+		tgt, err = openEmbedded(ctx, &cfg, firstSchema)
+	} else {
+		tgt, err = openRemote(ctx, &cfg, firstSchema)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if cerr := tgt.close(closeCtx); cerr != nil {
+			cfg.Logger.Warn("closing the target", "err", cerr)
+		}
+	}()
+
+	m, err := manifest.Open(manifest.Path(tgt.manifestDir, tgt.key, cfg.Table.String()))
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	if cfg.Force {
+		if err := m.Reset(); err != nil {
+			return nil, err
+		}
+	}
+
+	before, countErr := tgt.client.Count(ctx, cfg.Table)
+	canCount := countErr == nil
+	if countErr != nil && !errors.Is(countErr, flightclient.ErrUnsupported) {
+		return nil, fmt.Errorf("count %s before loading: %w", cfg.Table, countErr)
+	}
+
+	p, err := newPipeline(&cfg, tgt, m, files)
+	if err != nil {
+		return nil, err
+	}
+	stats, err := p.run(ctx)
+	sum := p.summary(stats)
+	sum.Target, sum.Table = tgt.describe, cfg.Table.String()
+	if serr := m.Sync(); serr != nil && err == nil {
+		err = fmt.Errorf("manifest: %w", serr)
+	}
+	if err != nil {
+		return sum, err
+	}
+	if canCount {
+		after, err := tgt.client.Count(ctx, cfg.Table)
+		if err != nil {
+			return sum, fmt.Errorf("count %s after loading: %w", cfg.Table, err)
+		}
+		grew := after - before
+		sum.VerifiedRows = &grew
+		if grew != sum.Rows {
+			return sum, fmt.Errorf("%w: table %s grew by %d rows but %d rows were acknowledged", ErrVerify, cfg.Table, grew, sum.Rows)
+		}
+	}
+	if len(sum.FailedFiles) > 0 {
+		return sum, fmt.Errorf("%w: %d of %d files", ErrPartial, len(sum.FailedFiles), len(files))
+	}
+	return sum, nil
+}
+
+// pipeline is one run's moving parts.
+type pipeline struct {
+	cfg    *Config
+	tgt    *target
+	m      *manifest.Manifest
+	files  []readers.File
+	ids    []manifest.FileID // filled as files are opened; read by acked after a channel handoff
+	schema *arrow.Schema // the table's canonical schema: every frame's
+	enc    *partitioner.Encoder
+	budget *partitioner.Budget
+	frames chan *partitioner.Frame
+
+	plansMu sync.Mutex
+	plans   map[string]*planResult // by source schema fingerprint
+
+	remaining atomic.Int64 // rows left under --limit; unused without it
+
+	failMu sync.Mutex
+	failed []FileFailure
+
+	started time.Time
+	elapsed time.Duration
+}
+
+type planResult struct {
+	plan *schemamatch.Plan
+	err  error
+}
+
+func newPipeline(cfg *Config, tgt *target, m *manifest.Manifest, files []readers.File) (*pipeline, error) {
+	schema := tgt.schema.Arrow()
+	enc, err := partitioner.NewEncoder(schema, cfg.MaxFrameBytes)
+	if err != nil {
+		return nil, err
+	}
+	p := &pipeline{
+		cfg: cfg, tgt: tgt, m: m, files: files, schema: schema,
+		ids:    make([]manifest.FileID, len(files)),
+		enc:    enc,
+		budget: partitioner.NewBudget(cfg.MaxInflightBytes),
+		frames: make(chan *partitioner.Frame, cfg.Streams),
+		plans:  map[string]*planResult{},
+	}
+	p.remaining.Store(cfg.Limit)
+	cfg.Progress.FilesTotal.Store(int64(len(files)))
+	return p, nil
+}
+
+// run moves every unit to the target. Producers (decoders) stop at the first fatal error or when ctx
+// ends; the wire then drains what was already sent for up to drainGrace before it is cut off.
+func (p *pipeline) run(ctx context.Context) (flightclient.Stats, error) {
+	wireCtx, cancelWire := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWire()
+	prodCtx, cancelProd := context.WithCancel(ctx)
+	defer cancelProd()
+
+	p.started = time.Now()
+	p.cfg.Progress.started.Store(p.started.UnixNano())
+	defer func() { p.elapsed = time.Since(p.started) }()
+
+	// After an interrupt, give the wire drainGrace to collect acknowledgements, then cut it.
+	stopGrace := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(drainGrace, cancelWire)
+		context.AfterFunc(wireCtx, func() { t.Stop() })
+	})
+	defer stopGrace()
+
+	syncDone := make(chan struct{})
+	go p.syncManifest(wireCtx, syncDone)
+
+	var prodErr error
+	prodDone := make(chan struct{})
+	go func() {
+		defer close(prodDone)
+		defer close(p.frames)
+		prodErr = p.produce(prodCtx)
+	}()
+
+	stats, wireErr := p.tgt.client.Load(wireCtx, p.cfg.Table, p.schema, p.enc, p.cfg.Streams, p.frames, p.acked)
+	if wireErr != nil {
+		cancelProd()
+	}
+	<-prodDone
+	cancelWire()
+	<-syncDone
+
+	switch {
+	case ctx.Err() != nil:
+		return stats, ctx.Err()
+	case wireErr != nil:
+		return stats, wireErr
+	default:
+		return stats, prodErr
+	}
+}
+
+func (p *pipeline) syncManifest(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := p.m.Sync(); err != nil {
+				p.cfg.Logger.Warn("manifest sync", "err", err)
+			}
+		}
+	}
+}
+
+// acked records a durable frame. It runs on the client's goroutines.
+func (p *pipeline) acked(f *partitioner.Frame) {
+	if err := p.m.Ack(p.ids[f.Span.File], f.Span.Unit, manifest.Range{From: f.Span.Row, To: f.Span.Row + f.Rows}); err != nil {
+		p.cfg.Logger.Warn("manifest", "err", err) // the rows are loaded; a re-run may send them again
+	}
+	p.budget.Release(int64(f.Size()))
+	p.cfg.Progress.Rows.Add(f.Rows)
+	p.cfg.Progress.Bytes.Add(int64(f.Size()))
+}
+
+func (p *pipeline) summary(stats flightclient.Stats) *Summary {
+	pr := p.cfg.Progress
+	s := &Summary{
+		Files:        len(p.files),
+		Rows:         pr.Rows.Load(),
+		Bytes:        pr.Bytes.Load(),
+		Seconds:      p.elapsed.Seconds(),
+		Streams:      p.cfg.Streams,
+		Retries:      stats.Retries,
+		SkippedUnits: pr.SkippedUnits.Load(),
+	}
+	if s.Seconds > 0 {
+		s.RowsPerSecond = float64(s.Rows) / s.Seconds
+		s.BytesPerSecond = float64(s.Bytes) / s.Seconds
+	}
+	p.failMu.Lock()
+	s.FailedFiles = append([]FileFailure(nil), p.failed...)
+	p.failMu.Unlock()
+	return s
+}
+
+// errLimit stops a unit once --limit rows are taken; it is not a failure.
+var errLimit = errors.New("row limit reached")
+
+// produce opens files in order and decodes their units on a bounded pool of workers.
+func (p *pipeline) produce(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(p.cfg.Decoders)
+	var schedErr error
+	for i := range p.files {
+		if p.cfg.Limit > 0 && p.remaining.Load() <= 0 {
+			break
+		}
+		if gctx.Err() != nil {
+			break
+		}
+		if err := p.scheduleFile(gctx, g, i); err != nil {
+			schedErr = err
+			break
+		}
+	}
+	err := g.Wait()
+	if errors.Is(err, errLimit) {
+		err = nil
+	}
+	return errors.Join(schedErr, err)
+}
+
+// fileRun tracks one open file while its units are read.
+type fileRun struct {
+	idx     int
+	src     readers.Source
+	plan    *schemamatch.Plan
+	pending atomic.Int64 // units not yet finished
+	ctx     context.Context
+	cancel  context.CancelFunc
+	failed  atomic.Bool
+}
+
+func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) error {
+	f := p.files[i]
+	src, err := readers.Open(ctx, f, readers.WithTable(p.tgt.schema))
+	if err != nil {
+		return p.fileFailed(f.Path, err)
+	}
+	schema := src.Schema()
+	fp := fingerprint(schema)
+	p.ids[i] = manifest.FileID{Path: f.Path, Size: f.Size, ModTimeNano: f.ModTime.UnixNano(), Schema: fp}
+	plan, err := p.plan(fp, schema, f.Path)
+	if err != nil {
+		src.Close()
+		return p.fileFailed(f.Path, err)
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	fr := &fileRun{idx: i, src: src, plan: plan, ctx: fctx, cancel: cancel}
+	var todo []readers.Unit
+	for _, u := range src.Units() {
+		if p.m.UnitDone(p.ids[i], u.Index) {
+			p.cfg.Progress.SkippedUnits.Add(1)
+			continue
+		}
+		todo = append(todo, u)
+		p.cfg.Progress.SourceBytes.Add(u.Bytes)
+	}
+	if len(todo) == 0 {
+		p.finishFile(fr)
+		return nil
+	}
+	fr.pending.Store(int64(len(todo)))
+	for _, u := range todo {
+		g.Go(func() error {
+			defer func() {
+				if fr.pending.Add(-1) == 0 {
+					p.finishFile(fr)
+				}
+			}()
+			if fr.failed.Load() {
+				return nil
+			}
+			err := p.readUnit(fr, u)
+			switch {
+			case err == nil || errors.Is(err, errLimit):
+				return err
+			case ctx.Err() != nil: // the whole load is stopping; not this file's fault
+				return ctx.Err()
+			}
+			if fr.failed.CompareAndSwap(false, true) {
+				fr.cancel()
+				return p.fileFailed(f.Path, err)
+			}
+			return nil
+		})
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil
+}
+
+func (p *pipeline) finishFile(fr *fileRun) {
+	fr.cancel()
+	if err := fr.src.Close(); err != nil {
+		p.cfg.Logger.Warn("close", "file", p.files[fr.idx].Path, "err", err)
+	}
+	p.cfg.Progress.FilesDone.Add(1)
+}
+
+// fileFailed applies the error policy: with skip-file it records the failure and returns nil.
+func (p *pipeline) fileFailed(path string, err error) error {
+	if p.cfg.OnError != OnErrorSkipFile {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	p.cfg.Logger.Warn("skipping file", "file", path, "err", err)
+	p.failMu.Lock()
+	p.failed = append(p.failed, FileFailure{Path: path, Error: err.Error()})
+	p.failMu.Unlock()
+	return nil
+}
+
+func (p *pipeline) plan(fp string, schema *arrow.Schema, path string) (*schemamatch.Plan, error) {
+	p.plansMu.Lock()
+	defer p.plansMu.Unlock()
+	if r, ok := p.plans[fp]; ok {
+		if r.err != nil {
+			return nil, r.err
+		}
+		return r.plan, nil
+	}
+	plan, err := schemamatch.NewPlan(schema, p.tgt.schema, schemamatch.WithSource(path))
+	p.plans[fp] = &planResult{plan: plan, err: err}
+	return plan, err
+}
+
+// readUnit decodes one unit, skipping rows the manifest says are acknowledged already, and hands its
+// frames to the wire.
+func (p *pipeline) readUnit(fr *fileRun, u readers.Unit) error {
+	ctx := fr.ctx
+	id := p.ids[fr.idx]
+	done := p.m.Acked(id, u.Index)
+	var pos int64
+	limited := false
+	err := fr.src.ReadUnit(ctx, u.Index, func(rec arrow.RecordBatch) error {
+		n := rec.NumRows()
+		for _, r := range uncovered(done, pos, pos+n) {
+			if p.cfg.Limit > 0 {
+				take := p.take(r.To - r.From)
+				if take == 0 {
+					limited = true
+					return errLimit
+				}
+				r.To = r.From + take
+			}
+			if err := p.send(ctx, fr, u.Index, rec, pos, r); err != nil {
+				return err
+			}
+		}
+		pos += n
+		return nil
+	})
+	if limited || errors.Is(err, errLimit) {
+		return errLimit
+	}
+	if err != nil {
+		return fmt.Errorf("unit %d: %w", u.Index, err)
+	}
+	p.cfg.Progress.SourceDone.Add(u.Bytes)
+	return p.m.UnitRows(id, u.Index, pos)
+}
+
+// send casts rows r (unit-relative; rec starts at unit row base) and encodes them into frames.
+func (p *pipeline) send(ctx context.Context, fr *fileRun, unit int, rec arrow.RecordBatch, base int64, r manifest.Range) error {
+	sub := rec
+	if r.From != base || r.To != base+rec.NumRows() {
+		sub = rec.NewSlice(r.From-base, r.To-base)
+		defer sub.Release()
+	}
+	out, err := fr.plan.Apply(sub)
+	if err != nil {
+		return err
+	}
+	defer out.Release()
+	return p.enc.Encode(out, partitioner.Span{File: fr.idx, Unit: unit, Row: r.From}, func(f *partitioner.Frame) error {
+		if err := p.budget.Acquire(ctx, int64(f.Size())); err != nil {
+			return err
+		}
+		select {
+		case p.frames <- f:
+			return nil
+		case <-ctx.Done():
+			p.budget.Release(int64(f.Size()))
+			return ctx.Err()
+		}
+	})
+}
+
+// take reserves up to n rows of the --limit allowance and returns how many it got.
+func (p *pipeline) take(n int64) int64 {
+	for {
+		left := p.remaining.Load()
+		if left <= 0 {
+			return 0
+		}
+		got := min(n, left)
+		if p.remaining.CompareAndSwap(left, left-got) {
+			return got
+		}
+	}
+}
+
+// uncovered returns the parts of [from, to) not covered by done (sorted, merged ranges).
+func uncovered(done []manifest.Range, from, to int64) []manifest.Range {
+	var out []manifest.Range
+	cur := from
+	for _, d := range done {
+		if d.To <= cur {
+			continue
+		}
+		if d.From >= to {
+			break
+		}
+		if d.From > cur {
+			out = append(out, manifest.Range{From: cur, To: d.From})
+		}
+		cur = max(cur, d.To)
+		if cur >= to {
+			return out
+		}
+	}
+	if cur < to {
+		out = append(out, manifest.Range{From: cur, To: to})
+	}
+	return out
+}
+
+// fingerprint names a source schema: equal schemas share a plan and a manifest identity.
+func fingerprint(s *arrow.Schema) string {
+	h := sha256.Sum256([]byte(s.String()))
+	return hex.EncodeToString(h[:8])
+}
