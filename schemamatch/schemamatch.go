@@ -1,17 +1,10 @@
-// Package schemamatch reconciles a source file's Arrow schema with a target table: it matches columns
-// by name, reorders them to the table, applies the safe casts real files need to reach the table's
-// canonical Arrow types, fills omitted nullable columns with nulls, and reports everything that does
-// not fit in one error.
-//
-// API CONTRACT (written before the implementation; the implementer fills in the bodies and may add
-// to it, but must not change these signatures without updating every caller).
-//
-// A Plan is built once per distinct source schema and applied to every batch; building does the
-// matching and type checks, applying only casts. A Plan is safe for concurrent use.
 package schemamatch
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -35,13 +28,53 @@ type Problem struct {
 	Reason   string // e.g. "narrowing int64 to INT", "missing NOT NULL column", "not in table"
 }
 
+// String renders the problem as one line: column "c": expected E, actual A: reason.
+func (p Problem) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "column %q", p.Column)
+	if p.Expected != "" {
+		fmt.Fprintf(&b, ": expected %s", p.Expected)
+	}
+	if p.Actual != "" {
+		if p.Expected != "" {
+			b.WriteString(",")
+		} else {
+			b.WriteString(":")
+		}
+		fmt.Fprintf(&b, " actual %s", p.Actual)
+	}
+	b.WriteString(": ")
+	b.WriteString(p.Reason)
+	return b.String()
+}
+
 // MismatchError lists every problem of one source schema.
 type MismatchError struct {
 	Source   string // the file, set by the caller through WithSource
 	Problems []Problem
 }
 
-func (e *MismatchError) Error() string { panic("schemamatch: not implemented") }
+// Error names the source and lists every problem, one per line after the first.
+func (e *MismatchError) Error() string {
+	var b strings.Builder
+	if e.Source != "" {
+		b.WriteString(e.Source)
+		b.WriteString(": ")
+	}
+	b.WriteString(ErrMismatch.Error())
+	if len(e.Problems) == 1 {
+		b.WriteString(": ")
+		b.WriteString(e.Problems[0].String())
+		return b.String()
+	}
+	fmt.Fprintf(&b, " (%d problems):", len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  ")
+		b.WriteString(p.String())
+	}
+	return b.String()
+}
+
 func (e *MismatchError) Unwrap() error { return ErrMismatch }
 
 // ValueError is a value that cannot be cast (a null bound for a NOT NULL column, decimal text that
@@ -53,7 +86,15 @@ type ValueError struct {
 	Reason string
 }
 
-func (e *ValueError) Error() string { panic("schemamatch: not implemented") }
+// Error names the source, column and row, and why; never the value.
+func (e *ValueError) Error() string {
+	prefix := ""
+	if e.Source != "" {
+		prefix = e.Source + ": "
+	}
+	return fmt.Sprintf("%scolumn %q row %d: %s", prefix, e.Column, e.Row, e.Reason)
+}
+
 func (e *ValueError) Unwrap() error { return ErrValue }
 
 // Step is one thing a Plan does to a column, for `loader plan` and logs.
@@ -62,37 +103,128 @@ type Step struct {
 	Action string // "copy", "cast utf8 -> large_utf8", "fill nulls", "rename list element -> item", ...
 }
 
+// Mode selects how strictly source types must match the table.
+type Mode int
+
+const (
+	// ModeByName matches columns by name and applies the safe casts of the package's rule table.
+	// It is the default.
+	ModeByName Mode = iota
+	// ModeStrict matches columns by name but requires each source type to be the column's canonical
+	// Arrow type already; only renames of nested children (which cost nothing) are allowed. Omitted
+	// nullable columns are still filled with nulls.
+	ModeStrict
+)
+
+// String returns "by-name" or "strict".
+func (m Mode) String() string {
+	if m == ModeStrict {
+		return "strict"
+	}
+	return "by-name"
+}
+
+// ParseMode parses "by-name" or "strict" (the CLI's --schema-mode values).
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "by-name", "":
+		return ModeByName, nil
+	case "strict":
+		return ModeStrict, nil
+	}
+	return 0, fmt.Errorf("schema mode %q: want by-name or strict", s)
+}
+
 // Option configures NewPlan.
 type Option func(*config)
 
-type config struct{}
+type config struct {
+	mem             memory.Allocator
+	source          string
+	caseInsensitive bool
+	mode            Mode
+	rescue          string
+	logger          *slog.Logger
+}
 
-// WithAllocator sets the allocator for cast output. Default memory.DefaultAllocator.
-func WithAllocator(mem memory.Allocator) Option { panic("schemamatch: not implemented") }
+func newConfig(opts []Option) config {
+	c := config{mem: memory.DefaultAllocator, logger: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
 
-// WithSource names the file the schema came from, for error messages.
-func WithSource(name string) Option { panic("schemamatch: not implemented") }
+// WithAllocator sets the allocator for cast output. Default memory.DefaultAllocator; nil keeps the
+// default.
+func WithAllocator(mem memory.Allocator) Option {
+	return func(c *config) {
+		if mem != nil {
+			c.mem = mem
+		}
+	}
+}
+
+// WithSource names the file the schema came from, for error messages. Default "" (errors then name
+// no file).
+func WithSource(name string) Option { return func(c *config) { c.source = name } }
 
 // WithCaseInsensitive matches source columns to table columns ignoring ASCII case. Default false.
-func WithCaseInsensitive(on bool) Option { panic("schemamatch: not implemented") }
+// Two source columns that match the same table column are a problem either way.
+func WithCaseInsensitive(on bool) Option { return func(c *config) { c.caseInsensitive = on } }
+
+// WithMode sets the schema mode. Default ModeByName; an unknown mode is treated as ModeByName.
+func WithMode(m Mode) Option { return func(c *config) { c.mode = m } }
+
+// WithRescueColumn names a nullable STRING column of the table that receives, as a JSON object per
+// row, the source columns the table lacks and the top-level values that cannot be cast (the target
+// column then gets a null), as Databricks' _rescued_data does. The object also carries
+// "_file_path" (the WithSource name) when anything was rescued; rows with nothing to rescue get a
+// null. Default "" (off: such columns and values are problems). NewPlan reports a problem when the
+// table lacks the column or it is not a nullable STRING. The source's own column of that name, if
+// any, is treated as any other source column that the table lacks.
+func WithRescueColumn(name string) Option { return func(c *config) { c.rescue = name } }
+
+// WithLogger sets the logger for plan decisions (at debug level). Default: discard.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
 
 // Plan maps batches of one source schema to the table's canonical schema.
-type Plan struct{}
+type Plan struct {
+	cfg     config
+	source  *arrow.Schema
+	target  *tableschema.Schema
+	schema  *arrow.Schema
+	cols    []colPlan
+	steps   []Step
+	rescue  *rescuePlan
+	anyCast bool
+}
 
 // NewPlan builds the plan for loading batches of source into target. It returns a *MismatchError
 // listing every problem when anything cannot be loaded safely.
 func NewPlan(source *arrow.Schema, target *tableschema.Schema, opts ...Option) (*Plan, error) {
-	panic("schemamatch: not implemented")
+	cfg := newConfig(opts)
+	if source == nil || target == nil {
+		return nil, fmt.Errorf("schemamatch: NewPlan needs a source schema and a table")
+	}
+	return build(cfg, source, target)
 }
 
 // Schema returns the output schema: target.Arrow().
-func (p *Plan) Schema() *arrow.Schema { panic("schemamatch: not implemented") }
+func (p *Plan) Schema() *arrow.Schema { return p.schema }
 
-// Steps describes the plan column by column, in table order.
-func (p *Plan) Steps() []Step { panic("schemamatch: not implemented") }
+// Source returns the source schema the plan was built for.
+func (p *Plan) Source() *arrow.Schema { return p.source }
 
-// Apply returns rec cast to the output schema. The caller keeps ownership of rec and must release the
-// result. Arrays that need no change are shared, not copied. Errors are *ValueError.
-func (p *Plan) Apply(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
-	panic("schemamatch: not implemented")
-}
+// Steps describes the plan column by column, in table order, followed by a step for each rescued
+// source column.
+func (p *Plan) Steps() []Step { return append([]Step(nil), p.steps...) }
+
+// Identity reports whether Apply only re-labels batches: every column is shared as it is.
+func (p *Plan) Identity() bool { return !p.anyCast }

@@ -1,0 +1,722 @@
+package schemamatch
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// applyCtx carries one Apply call's state.
+type applyCtx struct {
+	p       *Plan
+	mem     memory.Allocator
+	col     string       // table column being converted, for panics
+	rescued map[int][]kv // row -> rescued values (nil when rescue is off)
+	top     arrow.Array  // the source column being converted (for rescued values)
+}
+
+type kv struct {
+	name  string
+	value any
+}
+
+// Apply returns rec cast to the output schema. The caller keeps ownership of rec and must release the
+// result. Arrays that need no change are shared, not copied. Errors are *ValueError.
+func (p *Plan) Apply(rec arrow.RecordBatch) (out arrow.RecordBatch, err error) {
+	if rec == nil {
+		return nil, fmt.Errorf("schemamatch: Apply of a nil batch")
+	}
+	if err := p.checkSchema(rec.Schema()); err != nil {
+		return nil, err
+	}
+	c := &applyCtx{p: p, mem: p.cfg.mem}
+	if p.rescue != nil {
+		c.rescued = map[int][]kv{}
+	}
+	n := int(rec.NumRows())
+	cols := make([]arrow.Array, len(p.cols))
+	defer func() {
+		for _, a := range cols {
+			if a != nil {
+				a.Release()
+			}
+		}
+	}()
+	defer func() {
+		if r := recover(); r != nil {
+			out = nil
+			err = &ValueError{Source: p.cfg.source, Column: c.col, Row: -1, Reason: fmt.Sprintf("malformed array: %v", r)}
+		}
+	}()
+	for i, cp := range p.cols {
+		c.col = cp.name
+		switch {
+		case p.rescue != nil && i == p.rescue.col:
+			// built below, once every cast has had its say
+		case cp.src < 0:
+			cols[i] = array.MakeArrayOfNull(c.mem, p.schema.Field(i).Type, n)
+		case cp.node == nil:
+			cols[i] = rec.Column(cp.src)
+			cols[i].Retain()
+		default:
+			c.top = rec.Column(cp.src)
+			a, err := c.apply(cp.node, rec.Column(cp.src), nil)
+			if err != nil {
+				return nil, err
+			}
+			cols[i] = a
+		}
+	}
+	if p.rescue != nil {
+		c.col = p.schema.Field(p.rescue.col).Name
+		cols[p.rescue.col] = p.rescue.build(c, rec)
+	}
+	return array.NewRecordBatch(p.schema, cols, int64(n)), nil
+}
+
+func (p *Plan) checkSchema(s *arrow.Schema) error {
+	if s == p.source {
+		return nil
+	}
+	if s.NumFields() != p.source.NumFields() {
+		return fmt.Errorf("%w: batch has %d columns, the plan was built for %d", ErrMismatch, s.NumFields(), p.source.NumFields())
+	}
+	for i, f := range s.Fields() {
+		if !arrow.TypeEqual(f.Type, p.source.Field(i).Type) {
+			return fmt.Errorf("%w: batch column %d %q is %s, the plan was built for %s", ErrMismatch, i, f.Name, f.Type, p.source.Field(i).Type)
+		}
+	}
+	return nil
+}
+
+func (c *applyCtx) valueErr(path string, row int, reason string) error {
+	return &ValueError{Source: c.p.cfg.source, Column: path, Row: int64(row), Reason: reason}
+}
+
+// fail handles a value at index i of in that cannot be converted. It returns nil when the slot
+// should become null (the value is unreachable, or it was rescued), else the *ValueError.
+func (c *applyCtx) fail(n *node, in arrow.Array, reach []int, i int, reason string) error {
+	if reach != nil {
+		if reach[i] < 0 {
+			return nil
+		}
+		return c.valueErr(n.path, reach[i], reason)
+	}
+	if c.rescued != nil {
+		c.rescued[i] = append(c.rescued[i], kv{name: n.path, value: marshalable(in, i)})
+		return nil
+	}
+	return c.valueErr(n.path, i, reason)
+}
+
+// apply converts in by n, then checks NOT NULL. reach maps in's indexes to rows of the batch (-1:
+// not reachable from a valid row); nil means index i is row i.
+func (c *applyCtx) apply(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
+	out, err := c.convert(n, in, reach)
+	if err != nil {
+		return nil, err
+	}
+	if n.notNull && out.NullN() > 0 {
+		for i := 0; i < out.Len(); i++ {
+			if !out.IsNull(i) {
+				continue
+			}
+			if reach != nil && reach[i] < 0 {
+				continue
+			}
+			row := i
+			if reach != nil {
+				row = reach[i]
+			}
+			out.Release()
+			return nil, c.valueErr(n.path, row, "null in a NOT NULL column")
+		}
+	}
+	return out, nil
+}
+
+func (c *applyCtx) convert(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
+	switch n.kind {
+	case kShare:
+		in.Retain()
+		return in, nil
+	case kRetype:
+		d := in.Data()
+		nd := array.NewData(n.out, d.Len(), d.Buffers(), d.Children(), d.NullN(), d.Offset())
+		defer nd.Release()
+		return array.MakeFromData(nd), nil
+	case kNull:
+		return array.MakeArrayOfNull(c.mem, n.out, in.Len()), nil
+	case kExtension:
+		return c.apply(n.children[0], in.(array.ExtensionArray).Storage(), reach)
+	case kDict:
+		d := in.(*array.Dictionary)
+		ctx := compute.WithAllocator(context.Background(), c.mem)
+		vals, err := compute.TakeArray(ctx, d.Dictionary(), d.Indices())
+		if err != nil {
+			return nil, c.valueErr(n.path, -1, fmt.Sprintf("unpacking the dictionary: %v", err))
+		}
+		defer vals.Release()
+		return c.apply(n.children[0], vals, reach)
+	case kInt:
+		return c.widenInt(n, in), nil
+	case kFloat:
+		return c.toFloat(n, in), nil
+	case kTimestamp:
+		return c.timestamp(n, in, reach)
+	case kDate64:
+		return c.date64(n, in, reach)
+	case kDateTs:
+		return c.dateTs(n, in, reach)
+	case kLargeOffs:
+		return c.largeOffsets(n, in), nil
+	case kView:
+		return c.fromView(n, in), nil
+	case kFixedBin:
+		return c.fixedBinary(n, in), nil
+	case kDecText:
+		return c.decimalText(n, in, reach)
+	case kIntDecText:
+		return c.intDecimalText(n, in), nil
+	case kTextDec:
+		return c.textDecimal(n, in, reach)
+	case kList:
+		return c.list(n, in, reach)
+	case kMap:
+		return c.mapArray(n, in, reach)
+	case kStruct:
+		return c.structArray(n, in, reach)
+	}
+	return nil, fmt.Errorf("schemamatch: unknown node kind %d", n.kind)
+}
+
+// validity returns in's validity bitmap re-based to offset 0 (shared when it already is), or nil
+// when in has no nulls.
+func validity(mem memory.Allocator, d arrow.ArrayData) *memory.Buffer {
+	if d.NullN() == 0 || d.Buffers()[0] == nil {
+		return nil
+	}
+	b := d.Buffers()[0]
+	if d.Offset() == 0 {
+		b.Retain()
+		return b
+	}
+	nb := memory.NewResizableBuffer(mem)
+	nb.Resize(int(bitutil.BytesForBits(int64(d.Len()))))
+	bitutil.CopyBitmap(b.Bytes(), d.Offset(), d.Len(), nb.Bytes(), 0)
+	return nb
+}
+
+// newFixed builds an output array of fixed-width values from a validity bitmap (may be nil) and
+// a values buffer, consuming both references.
+func newFixed(dt arrow.DataType, n int, valid, values *memory.Buffer, nulls int) arrow.Array {
+	d := array.NewData(dt, n, []*memory.Buffer{valid, values}, nil, nulls, 0)
+	release(valid, values)
+	defer d.Release()
+	return array.MakeFromData(d)
+}
+
+func release(bufs ...*memory.Buffer) {
+	for _, b := range bufs {
+		if b != nil {
+			b.Release()
+		}
+	}
+}
+
+func alloc[T any](mem memory.Allocator, n int, size int) (*memory.Buffer, []byte) {
+	b := memory.NewResizableBuffer(mem)
+	b.Resize(n * size)
+	return b, b.Bytes()
+}
+
+func widen[S, D int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 | float32 | float64](src []S, dst []D) {
+	for i, v := range src {
+		dst[i] = D(v)
+	}
+}
+
+// intsAs returns in's integer values widened to int64 (a scratch copy) for the kernels below.
+func (c *applyCtx) widenInt(n *node, in arrow.Array) arrow.Array {
+	ln := in.Len()
+	size := n.out.(arrow.FixedWidthDataType).BitWidth() / 8
+	buf, raw := alloc[byte](c.mem, ln, size)
+	switch n.out.ID() {
+	case arrow.INT16:
+		widenInto(in, arrow.Int16Traits.CastFromBytes(raw))
+	case arrow.INT32:
+		widenInto(in, arrow.Int32Traits.CastFromBytes(raw))
+	case arrow.INT64:
+		widenInto(in, arrow.Int64Traits.CastFromBytes(raw))
+	case arrow.INT8:
+		widenInto(in, arrow.Int8Traits.CastFromBytes(raw))
+	}
+	return newFixed(n.out, ln, validity(c.mem, in.Data()), buf, in.NullN())
+}
+
+func widenInto[D int8 | int16 | int32 | int64 | float32 | float64](in arrow.Array, dst []D) {
+	switch a := in.(type) {
+	case *array.Int8:
+		widen(a.Int8Values(), dst)
+	case *array.Int16:
+		widen(a.Int16Values(), dst)
+	case *array.Int32:
+		widen(a.Int32Values(), dst)
+	case *array.Int64:
+		widen(a.Int64Values(), dst)
+	case *array.Uint8:
+		widen(a.Uint8Values(), dst)
+	case *array.Uint16:
+		widen(a.Uint16Values(), dst)
+	case *array.Uint32:
+		widen(a.Uint32Values(), dst)
+	case *array.Uint64:
+		widen(a.Uint64Values(), dst)
+	case *array.Float32:
+		widen(a.Float32Values(), dst)
+	case *array.Float64:
+		widen(a.Float64Values(), dst)
+	case *array.Float16:
+		for i, v := range a.Values() {
+			dst[i] = D(v.Float32())
+		}
+	default:
+		panic(fmt.Sprintf("schemamatch: no widening from %s", in.DataType()))
+	}
+}
+
+func (c *applyCtx) toFloat(n *node, in arrow.Array) arrow.Array {
+	ln := in.Len()
+	if n.out.ID() == arrow.FLOAT32 {
+		buf, raw := alloc[byte](c.mem, ln, 4)
+		widenInto(in, arrow.Float32Traits.CastFromBytes(raw))
+		return newFixed(n.out, ln, validity(c.mem, in.Data()), buf, in.NullN())
+	}
+	buf, raw := alloc[byte](c.mem, ln, 8)
+	widenInto(in, arrow.Float64Traits.CastFromBytes(raw))
+	return newFixed(n.out, ln, validity(c.mem, in.Data()), buf, in.NullN())
+}
+
+// floorDiv divides rounding toward negative infinity.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
+
+// mulCheck multiplies, reporting overflow.
+func mulCheck(a, m int64) (int64, bool) {
+	if m == 1 {
+		return a, true
+	}
+	if a > math.MaxInt64/m || a < math.MinInt64/m {
+		return 0, false
+	}
+	return a * m, true
+}
+
+func (c *applyCtx) timestamp(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
+	src := in.(*array.Timestamp).TimestampValues()
+	ln := in.Len()
+	buf, raw := alloc[byte](c.mem, ln, 8)
+	dst := arrow.Int64Traits.CastFromBytes(raw)
+	var extraNulls []int
+	for i, v := range src {
+		if in.IsNull(i) {
+			continue
+		}
+		if n.div > 1 {
+			dst[i] = floorDiv(int64(v), n.div)
+			continue
+		}
+		r, ok := mulCheck(int64(v), n.mul)
+		if !ok {
+			if err := c.fail(n, in, reach, i, "timestamp out of range for microseconds"); err != nil {
+				buf.Release()
+				return nil, err
+			}
+			extraNulls = append(extraNulls, i)
+			continue
+		}
+		dst[i] = r
+	}
+	return newFixedWithNulls(c.mem, n.out, in, buf, extraNulls), nil
+}
+
+// newFixedWithNulls builds a fixed-width output whose validity is in's plus extra null slots.
+func newFixedWithNulls(mem memory.Allocator, dt arrow.DataType, in arrow.Array, values *memory.Buffer, extra []int) arrow.Array {
+	if len(extra) == 0 {
+		return newFixed(dt, in.Len(), validity(mem, in.Data()), values, in.NullN())
+	}
+	valid := ownValidity(mem, in)
+	for _, i := range extra {
+		bitutil.ClearBit(valid.Bytes(), i)
+	}
+	nulls := in.Len() - bitutil.CountSetBits(valid.Bytes(), 0, in.Len())
+	return newFixed(dt, in.Len(), valid, values, nulls)
+}
+
+// ownValidity returns a fresh copy of in's validity at offset 0 (all valid when in has none).
+func ownValidity(mem memory.Allocator, in arrow.Array) *memory.Buffer {
+	ln := in.Len()
+	nb := memory.NewResizableBuffer(mem)
+	nb.Resize(int(bitutil.BytesForBits(int64(ln))))
+	d := in.Data()
+	if d.NullN() == 0 || d.Buffers()[0] == nil {
+		bitutil.SetBitsTo(nb.Bytes(), 0, int64(ln), true)
+	} else {
+		bitutil.CopyBitmap(d.Buffers()[0].Bytes(), d.Offset(), ln, nb.Bytes(), 0)
+	}
+	return nb
+}
+
+const msPerDay = 86_400_000
+
+func (c *applyCtx) date64(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
+	src := in.(*array.Date64).Date64Values()
+	ln := in.Len()
+	buf, raw := alloc[byte](c.mem, ln, 4)
+	dst := arrow.Int32Traits.CastFromBytes(raw)
+	var extra []int
+	for i, v := range src {
+		if in.IsNull(i) {
+			continue
+		}
+		d := floorDiv(int64(v), msPerDay)
+		if d > math.MaxInt32 || d < math.MinInt32 {
+			if err := c.fail(n, in, reach, i, "date out of range"); err != nil {
+				buf.Release()
+				return nil, err
+			}
+			extra = append(extra, i)
+			continue
+		}
+		dst[i] = int32(d)
+	}
+	return newFixedWithNulls(c.mem, n.out, in, buf, extra), nil
+}
+
+func (c *applyCtx) dateTs(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
+	ln := in.Len()
+	buf, raw := alloc[byte](c.mem, ln, 8)
+	dst := arrow.Int64Traits.CastFromBytes(raw)
+	var extra []int
+	for i := 0; i < ln; i++ {
+		if in.IsNull(i) {
+			continue
+		}
+		var v int64
+		var ok bool
+		switch a := in.(type) {
+		case *array.Date32:
+			v, ok = mulCheck(int64(a.Value(i)), msPerDay*1000)
+		case *array.Date64:
+			v, ok = mulCheck(int64(a.Value(i)), 1000)
+		}
+		if !ok {
+			if err := c.fail(n, in, reach, i, "date out of range for a timestamp"); err != nil {
+				buf.Release()
+				return nil, err
+			}
+			extra = append(extra, i)
+			continue
+		}
+		dst[i] = v
+	}
+	return newFixedWithNulls(c.mem, n.out, in, buf, extra), nil
+}
+
+// largeOffsets widens utf8/binary offsets to int64 and shares the data buffer.
+func (c *applyCtx) largeOffsets(n *node, in arrow.Array) arrow.Array {
+	d := in.Data()
+	ln, off := d.Len(), d.Offset()
+	src := arrow.Int32Traits.CastFromBytes(d.Buffers()[1].Bytes())[off : off+ln+1]
+	buf, raw := alloc[byte](c.mem, ln+1, 8)
+	widen(src, arrow.Int64Traits.CastFromBytes(raw))
+	data := d.Buffers()[2]
+	if data == nil {
+		data = memory.NewBufferBytes(nil)
+	} else {
+		data.Retain()
+	}
+	valid := validity(c.mem, d)
+	nd := array.NewData(n.out, ln, []*memory.Buffer{valid, buf, data}, nil, d.NullN(), 0)
+	release(valid, buf, data)
+	defer nd.Release()
+	return array.MakeFromData(nd)
+}
+
+// fixedBinary turns fixed_size_binary into large_binary with offsets over the shared data buffer.
+func (c *applyCtx) fixedBinary(n *node, in arrow.Array) arrow.Array {
+	d := in.Data()
+	ln, off := d.Len(), d.Offset()
+	w := int64(in.DataType().(*arrow.FixedSizeBinaryType).ByteWidth)
+	buf, raw := alloc[byte](c.mem, ln+1, 8)
+	offs := arrow.Int64Traits.CastFromBytes(raw)
+	for i := range offs {
+		offs[i] = (int64(off) + int64(i)) * w
+	}
+	data := d.Buffers()[1]
+	if data == nil || ln == 0 {
+		data = memory.NewBufferBytes(nil)
+		for i := range offs {
+			offs[i] = 0
+		}
+	} else {
+		data.Retain()
+	}
+	valid := validity(c.mem, d)
+	nd := array.NewData(n.out, ln, []*memory.Buffer{valid, buf, data}, nil, d.NullN(), 0)
+	release(valid, buf, data)
+	defer nd.Release()
+	return array.MakeFromData(nd)
+}
+
+// fromView copies string_view/binary_view values into a large array.
+func (c *applyCtx) fromView(n *node, in arrow.Array) arrow.Array {
+	b := array.NewBinaryBuilder(c.mem, arrow.BinaryTypes.LargeBinary)
+	defer b.Release()
+	b.Reserve(in.Len())
+	for i := 0; i < in.Len(); i++ {
+		if in.IsNull(i) {
+			b.AppendNull()
+			continue
+		}
+		switch a := in.(type) {
+		case *array.StringView:
+			b.AppendString(a.Value(i))
+		case *array.BinaryView:
+			b.Append(a.Value(i))
+		}
+	}
+	arr := b.NewArray()
+	defer arr.Release()
+	nd := array.NewData(n.out, arr.Len(), arr.Data().Buffers(), nil, arr.NullN(), 0)
+	defer nd.Release()
+	return array.MakeFromData(nd)
+}
+
+// physValid reports whether physical slot j of d is valid.
+func physValid(d arrow.ArrayData, j int) bool {
+	if d.NullN() == 0 || d.Buffers()[0] == nil {
+		return true
+	}
+	return bitutil.BitIsSet(d.Buffers()[0].Bytes(), j)
+}
+
+// list converts list, large_list and fixed_size_list into a list with the canonical child.
+func (c *applyCtx) list(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
+	d := in.Data()
+	ln, off := d.Len(), d.Offset()
+	child := array.MakeFromData(d.Children()[0])
+	defer child.Release()
+
+	var valid, offsets *memory.Buffer
+	outOff := 0
+	switch a := in.(type) {
+	case *array.List:
+		valid, offsets, outOff = d.Buffers()[0], d.Buffers()[1], off
+		if valid != nil {
+			valid.Retain()
+		}
+		offsets.Retain()
+	case *array.LargeList:
+		buf, raw := alloc[byte](c.mem, ln+1, 4)
+		dst := arrow.Int32Traits.CastFromBytes(raw)
+		src := arrow.Int64Traits.CastFromBytes(d.Buffers()[1].Bytes())[off : off+ln+1]
+		for i, o := range src {
+			if o > math.MaxInt32 || o < 0 {
+				buf.Release()
+				row := i
+				if i == ln {
+					row = ln - 1
+				}
+				if reach != nil {
+					row = reach[row]
+				}
+				return nil, c.valueErr(n.path, row, "list too large: more than 2^31-1 elements in one batch")
+			}
+			dst[i] = int32(o)
+		}
+		offsets = buf
+		valid = validity(c.mem, d)
+	case *array.FixedSizeList:
+		size := int64(a.DataType().(*arrow.FixedSizeListType).Len())
+		buf, raw := alloc[byte](c.mem, ln+1, 4)
+		dst := arrow.Int32Traits.CastFromBytes(raw)
+		for i := range dst {
+			o := (int64(off) + int64(i)) * size
+			if o > math.MaxInt32 {
+				buf.Release()
+				return nil, c.valueErr(n.path, -1, "list too large: more than 2^31-1 elements in one batch")
+			}
+			dst[i] = int32(o)
+		}
+		offsets = buf
+		valid = validity(c.mem, d)
+	default:
+		return nil, fmt.Errorf("schemamatch: %s is not a list", in.DataType())
+	}
+
+	cn := n.children[0]
+	var childReach []int
+	if cn.fallible {
+		childReach = listReach(in.(array.ListLike), reach, child.Len())
+	}
+	cout, err := c.apply(cn, child, childReach)
+	if err != nil {
+		release(valid, offsets)
+		return nil, err
+	}
+	defer cout.Release()
+	nd := array.NewData(n.out, ln, []*memory.Buffer{valid, offsets}, []arrow.ArrayData{cout.Data()}, d.NullN(), outOff)
+	release(valid, offsets)
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
+
+// listReach maps each child index of a list-like array to the batch row of the valid list slot
+// that holds it, or -1.
+func listReach(a array.ListLike, reach []int, childLen int) []int {
+	out := make([]int, childLen)
+	for k := range out {
+		out[k] = -1
+	}
+	for i := 0; i < a.Len(); i++ {
+		if a.IsNull(i) {
+			continue
+		}
+		row := i
+		if reach != nil {
+			if row = reach[i]; row < 0 {
+				continue
+			}
+		}
+		s, e := a.ValueOffsets(i)
+		for k := s; k < e && k < int64(childLen); k++ {
+			if k >= 0 {
+				out[k] = row
+			}
+		}
+	}
+	return out
+}
+
+// structReach maps the physical child slots of struct data d to batch rows (-1 when the struct slot
+// is null, outside the slice, or unreachable).
+func structReach(d arrow.ArrayData, reach []int, childLen int) []int {
+	out := make([]int, childLen)
+	off, ln := d.Offset(), d.Len()
+	for j := range out {
+		out[j] = -1
+		i := j - off
+		if i < 0 || i >= ln || !physValid(d, j) {
+			continue
+		}
+		if reach != nil {
+			out[j] = reach[i]
+		} else {
+			out[j] = i
+		}
+	}
+	return out
+}
+
+// structChildren converts the children of struct data d to the output fields.
+func (c *applyCtx) structChildren(n *node, d arrow.ArrayData, reach []int, outFields []arrow.Field) ([]arrow.ArrayData, error) {
+	phys := d.Offset() + d.Len()
+	out := make([]arrow.ArrayData, len(outFields))
+	fail := func(err error) ([]arrow.ArrayData, error) {
+		for _, o := range out {
+			if o != nil {
+				o.Release()
+			}
+		}
+		return nil, err
+	}
+	var sreach []int
+	for i, f := range outFields {
+		if n.fill[i] {
+			a := array.MakeArrayOfNull(c.mem, f.Type, phys)
+			out[i] = a.Data()
+			out[i].Retain()
+			a.Release()
+			continue
+		}
+		raw := array.MakeFromData(d.Children()[n.childSrc[i]])
+		cn := n.children[i]
+		var cr []int
+		if cn.fallible {
+			if sreach == nil {
+				sreach = structReach(d, reach, phys)
+			}
+			cr = sreach
+			if raw.Len() > len(cr) {
+				cr = append(append([]int(nil), cr...), make([]int, raw.Len()-len(cr))...)
+				for j := phys; j < raw.Len(); j++ {
+					cr[j] = -1
+				}
+			} else {
+				cr = cr[:raw.Len()]
+			}
+		}
+		a, err := c.apply(cn, raw, cr)
+		raw.Release()
+		if err != nil {
+			return fail(err)
+		}
+		out[i] = a.Data()
+		out[i].Retain()
+		a.Release()
+	}
+	return out, nil
+}
+
+func (c *applyCtx) structArray(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
+	d := in.Data()
+	st := n.out.(*arrow.StructType)
+	children, err := c.structChildren(n, d, reach, st.Fields())
+	if err != nil {
+		return nil, err
+	}
+	nd := array.NewData(n.out, d.Len(), []*memory.Buffer{d.Buffers()[0]}, children, d.NullN(), d.Offset())
+	for _, ch := range children {
+		ch.Release()
+	}
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
+
+// mapArray converts a map's keys and values and relabels it with the canonical map type.
+func (c *applyCtx) mapArray(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
+	d := in.Data()
+	m := in.(*array.Map)
+	entries := d.Children()[0]
+	outType := n.out.(*arrow.MapType)
+	var entriesReach []int
+	if n.descendant {
+		// ValueOffsets index the entries logically, as structChildren expects.
+		entriesReach = listReach(m, reach, entries.Len())
+	}
+	sn := &node{kind: kStruct, children: n.children, fill: []bool{false, false}, childSrc: []int{0, 1}}
+	children, err := c.structChildren(sn, entries, entriesReach, outType.ValueType().Fields())
+	if err != nil {
+		return nil, err
+	}
+	ed := array.NewData(outType.Elem(), entries.Len(), []*memory.Buffer{entries.Buffers()[0]}, children, entries.NullN(), entries.Offset())
+	for _, ch := range children {
+		ch.Release()
+	}
+	defer ed.Release()
+	nd := array.NewData(n.out, d.Len(), []*memory.Buffer{d.Buffers()[0], d.Buffers()[1]}, []arrow.ArrayData{ed}, d.NullN(), d.Offset())
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}

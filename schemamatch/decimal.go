@@ -1,0 +1,366 @@
+package schemamatch
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/decimal256"
+)
+
+// appendDecimalDigits lays out a non-negative magnitude (decimal digits without leading zeros, or
+// "0") multiplied by 10^up as text with scale fractional digits, exactly as
+// decimal128.Num.ToString(scale) renders the scaled number. ok is false when the scaled magnitude
+// has more than prec digits.
+func appendDecimalDigits(dst []byte, neg bool, digits []byte, up, scale, prec int32) ([]byte, bool) {
+	zero := len(digits) == 1 && digits[0] == '0'
+	total := int32(len(digits)) + up
+	if zero {
+		total = 1
+	} else if total > prec {
+		return dst, false
+	}
+	if neg && !zero {
+		dst = append(dst, '-')
+	}
+	if scale <= 0 {
+		dst = append(dst, digits...)
+		if !zero {
+			for k := int32(0); k < up; k++ {
+				dst = append(dst, '0')
+			}
+		}
+		return dst, true
+	}
+	// the full digit string is digits followed by up zeros (just "0" for zero)
+	digitAt := func(k int32) byte {
+		if zero {
+			return '0'
+		}
+		if k < int32(len(digits)) {
+			return digits[k]
+		}
+		return '0'
+	}
+	if total <= scale {
+		dst = append(dst, '0', '.')
+		for k := int32(0); k < scale-total; k++ {
+			dst = append(dst, '0')
+		}
+		for k := int32(0); k < total; k++ {
+			dst = append(dst, digitAt(k))
+		}
+		return dst, true
+	}
+	at := total - scale
+	for k := int32(0); k < at; k++ {
+		dst = append(dst, digitAt(k))
+	}
+	dst = append(dst, '.')
+	for k := at; k < total; k++ {
+		dst = append(dst, digitAt(k))
+	}
+	return dst, true
+}
+
+// appendInt64Decimal formats v * 10^up with scale fractional digits.
+func appendInt64Decimal(dst, scratch []byte, v int64, up, scale, prec int32) ([]byte, []byte, bool) {
+	neg := v < 0
+	u := uint64(v)
+	if neg {
+		u = uint64(-(v + 1)) + 1
+	}
+	scratch = strconv.AppendUint(scratch[:0], u, 10)
+	out, ok := appendDecimalDigits(dst, neg, scratch, up, scale, prec)
+	return out, scratch, ok
+}
+
+func appendBigDecimal(dst []byte, s string, up, scale, prec int32) ([]byte, bool) {
+	neg := len(s) > 0 && s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	return appendDecimalDigits(dst, neg, []byte(s), up, scale, prec)
+}
+
+// int128Fits reports whether a decimal128 value fits in an int64.
+func int128Fits(n decimal128.Num) (int64, bool) {
+	hi, lo := n.HighBits(), n.LowBits()
+	if hi == 0 && lo>>63 == 0 || hi == -1 && lo>>63 == 1 {
+		return int64(lo), true
+	}
+	return 0, false
+}
+
+func int256Fits(n decimal256.Num) (int64, bool) {
+	a := n.Array()
+	lo := a[0]
+	if lo>>63 == 0 && a[1] == 0 && a[2] == 0 && a[3] == 0 {
+		return int64(lo), true
+	}
+	if lo>>63 == 1 && a[1] == ^uint64(0) && a[2] == ^uint64(0) && a[3] == ^uint64(0) {
+		return int64(lo), true
+	}
+	return 0, false
+}
+
+func (c *applyCtx) decimalText(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
+	b := array.NewLargeStringBuilder(c.mem)
+	defer b.Release()
+	ln := in.Len()
+	b.Reserve(ln)
+	b.ReserveData(ln * int(n.dstPrec/2+3))
+	up := n.dstScale - n.srcScale
+	var buf, scratch []byte
+	for i := 0; i < ln; i++ {
+		if in.IsNull(i) {
+			b.AppendNull()
+			continue
+		}
+		var ok bool
+		buf = buf[:0]
+		switch a := in.(type) {
+		case *array.Decimal32:
+			buf, scratch, ok = appendInt64Decimal(buf, scratch, int64(a.Value(i)), up, n.dstScale, n.dstPrec)
+		case *array.Decimal64:
+			buf, scratch, ok = appendInt64Decimal(buf, scratch, int64(a.Value(i)), up, n.dstScale, n.dstPrec)
+		case *array.Decimal128:
+			v := a.Value(i)
+			if x, fits := int128Fits(v); fits {
+				buf, scratch, ok = appendInt64Decimal(buf, scratch, x, up, n.dstScale, n.dstPrec)
+			} else {
+				buf, ok = appendBigDecimal(buf, v.BigInt().String(), up, n.dstScale, n.dstPrec)
+			}
+		case *array.Decimal256:
+			v := a.Value(i)
+			if x, fits := int256Fits(v); fits {
+				buf, scratch, ok = appendInt64Decimal(buf, scratch, x, up, n.dstScale, n.dstPrec)
+			} else {
+				buf, ok = appendBigDecimal(buf, v.BigInt().String(), up, n.dstScale, n.dstPrec)
+			}
+		default:
+			return nil, fmt.Errorf("schemamatch: %s is not a decimal", in.DataType())
+		}
+		if !ok {
+			if err := c.fail(n, in, reach, i, fmt.Sprintf("value has more digits than DECIMAL(%d,%d) holds", n.dstPrec, n.dstScale)); err != nil {
+				return nil, err
+			}
+			b.AppendNull()
+			continue
+		}
+		b.BinaryBuilder.Append(buf)
+	}
+	return b.NewArray(), nil
+}
+
+func (c *applyCtx) intDecimalText(n *node, in arrow.Array) arrow.Array {
+	b := array.NewLargeStringBuilder(c.mem)
+	defer b.Release()
+	ln := in.Len()
+	b.Reserve(ln)
+	b.ReserveData(ln * int(12+n.dstScale))
+	var buf, scratch []byte
+	for i := 0; i < ln; i++ {
+		if in.IsNull(i) {
+			b.AppendNull()
+			continue
+		}
+		buf = buf[:0]
+		if a, ok := in.(*array.Uint64); ok {
+			scratch = strconv.AppendUint(scratch[:0], a.Value(i), 10)
+			buf, _ = appendDecimalDigits(buf, false, scratch, n.dstScale, n.dstScale, 1000)
+		} else {
+			buf, scratch, _ = appendInt64Decimal(buf, scratch, intValue(in, i), n.dstScale, n.dstScale, 1000)
+		}
+		b.BinaryBuilder.Append(buf)
+	}
+	return b.NewArray()
+}
+
+func intValue(in arrow.Array, i int) int64 {
+	switch a := in.(type) {
+	case *array.Int8:
+		return int64(a.Value(i))
+	case *array.Int16:
+		return int64(a.Value(i))
+	case *array.Int32:
+		return int64(a.Value(i))
+	case *array.Int64:
+		return a.Value(i)
+	case *array.Uint8:
+		return int64(a.Value(i))
+	case *array.Uint16:
+		return int64(a.Value(i))
+	case *array.Uint32:
+		return int64(a.Value(i))
+	}
+	panic(fmt.Sprintf("schemamatch: %s is not an integer", in.DataType()))
+}
+
+func (c *applyCtx) textDecimal(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
+	b := array.NewLargeStringBuilder(c.mem)
+	defer b.Release()
+	ln := in.Len()
+	b.Reserve(ln)
+	var buf []byte
+	for i := 0; i < ln; i++ {
+		if in.IsNull(i) {
+			b.AppendNull()
+			continue
+		}
+		var s string
+		switch a := in.(type) {
+		case *array.String:
+			s = a.Value(i)
+		case *array.LargeString:
+			s = a.Value(i)
+		case *array.StringView:
+			s = a.Value(i)
+		default:
+			return nil, fmt.Errorf("schemamatch: %s is not text", in.DataType())
+		}
+		var reason string
+		buf, reason = NormalizeDecimal(buf[:0], s, int(n.dstPrec), int(n.dstScale))
+		if reason != "" {
+			if err := c.fail(n, in, reach, i, reason); err != nil {
+				return nil, err
+			}
+			b.AppendNull()
+			continue
+		}
+		b.BinaryBuilder.Append(buf)
+	}
+	return b.NewArray(), nil
+}
+
+// NormalizeDecimal appends to dst the canonical text of the decimal number s for DECIMAL(prec,
+// scale): an optional '-', the integer digits without leading zeros ("0" when there are none), and
+// exactly scale fractional digits, as decimal128.Num.ToString(scale) renders it. s may have
+// surrounding ASCII spaces, a sign, a decimal point and an exponent ("1.5e3"). Fractional digits
+// beyond scale must be zeros: the value is never rounded. On failure it returns dst unchanged and
+// a reason that does not contain s.
+func NormalizeDecimal(dst []byte, s string, prec, scale int) ([]byte, string) {
+	start, end := 0, len(s)
+	for start < end && (s[start] == ' ' || s[start] == '\t') {
+		start++
+	}
+	for end > start && (s[end-1] == ' ' || s[end-1] == '\t') {
+		end--
+	}
+	s = s[start:end]
+	bad := "not a decimal number"
+	if s == "" {
+		return dst, bad
+	}
+	neg := false
+	if s[0] == '+' || s[0] == '-' {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	// mantissa
+	var digits []byte
+	point := -1
+	i := 0
+	for ; i < len(s); i++ {
+		ch := s[i]
+		if ch >= '0' && ch <= '9' {
+			digits = append(digits, ch)
+			continue
+		}
+		if ch == '.' && point < 0 {
+			point = len(digits)
+			continue
+		}
+		break
+	}
+	if len(digits) == 0 {
+		return dst, bad
+	}
+	if point < 0 {
+		point = len(digits)
+	}
+	exp := 0
+	if i < len(s) {
+		if s[i] != 'e' && s[i] != 'E' {
+			return dst, bad
+		}
+		i++
+		eneg := false
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			eneg = s[i] == '-'
+			i++
+		}
+		if i == len(s) {
+			return dst, bad
+		}
+		for ; i < len(s); i++ {
+			ch := s[i]
+			if ch < '0' || ch > '9' {
+				return dst, bad
+			}
+			if exp < 1_000_000 {
+				exp = exp*10 + int(ch-'0')
+			}
+		}
+		if eneg {
+			exp = -exp
+		}
+	}
+	// strip leading zeros
+	k := 0
+	for k < len(digits) && digits[k] == '0' {
+		k++
+	}
+	digits = digits[k:]
+	point -= k
+	if len(digits) == 0 {
+		dst = append(dst, '0')
+		if scale > 0 {
+			dst = append(dst, '.')
+			for j := 0; j < scale; j++ {
+				dst = append(dst, '0')
+			}
+		}
+		return dst, ""
+	}
+	point += exp
+	// strip trailing zeros after the point
+	for len(digits) > 0 && len(digits) > point && digits[len(digits)-1] == '0' {
+		digits = digits[:len(digits)-1]
+	}
+	frac := len(digits) - point
+	if frac > scale {
+		return dst, fmt.Sprintf("more than %d fractional digits for DECIMAL(%d,%d) (values are not rounded)", scale, prec, scale)
+	}
+	if point > prec-scale {
+		return dst, fmt.Sprintf("too many integer digits for DECIMAL(%d,%d)", prec, scale)
+	}
+	if neg {
+		dst = append(dst, '-')
+	}
+	if point <= 0 {
+		dst = append(dst, '0')
+	} else {
+		for j := 0; j < point; j++ {
+			if j < len(digits) {
+				dst = append(dst, digits[j])
+			} else {
+				dst = append(dst, '0')
+			}
+		}
+	}
+	if scale > 0 {
+		dst = append(dst, '.')
+		for j := 0; j < scale; j++ {
+			pos := point + j // index into digits
+			if pos >= 0 && pos < len(digits) {
+				dst = append(dst, digits[pos])
+			} else {
+				dst = append(dst, '0')
+			}
+		}
+	}
+	return dst, ""
+}
