@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/partitioner"
 	"github.com/loaderproject/loader/tableschema"
@@ -80,8 +82,11 @@ type Config struct {
 	// CommitInterval is the embedded sink's commit interval (0: its default).
 	CommitInterval time.Duration
 
-	Logger   *slog.Logger
-	Progress *Progress
+	// Allocator allocates the pipeline's Arrow buffers (default memory.DefaultAllocator); tests pass a
+	// checked allocator to catch leaks.
+	Allocator memory.Allocator
+	Logger    *slog.Logger
+	Progress  *Progress
 }
 
 func (c *Config) applyDefaults() error {
@@ -122,6 +127,9 @@ func (c *Config) applyDefaults() error {
 	}
 	if c.OnError != OnErrorFail && c.OnError != OnErrorSkipFile {
 		return errors.Join(ErrConfig, errors.New("--on-error must be fail or skip-file"))
+	}
+	if c.Allocator == nil {
+		c.Allocator = memory.DefaultAllocator
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -167,6 +175,9 @@ type Progress struct {
 	Rows         atomic.Int64 // rows acknowledged
 	Bytes        atomic.Int64 // frame bytes acknowledged
 	SkippedUnits atomic.Int64
+	// InFlightPeak is the most frame bytes ever sent but not yet acknowledged at once; it stays within
+	// MaxInflightBytes (plus one frame, when a single frame exceeds the budget).
+	InFlightPeak atomic.Int64
 	started      atomic.Int64 // unix nanos
 }
 

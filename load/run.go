@@ -113,7 +113,7 @@ type pipeline struct {
 	m      *manifest.Manifest
 	files  []readers.File
 	ids    []manifest.FileID // filled as files are opened; read by acked after a channel handoff
-	schema *arrow.Schema // the table's canonical schema: every frame's
+	schema *arrow.Schema     // the table's canonical schema: every frame's
 	enc    *partitioner.Encoder
 	budget *partitioner.Budget
 	frames chan *partitioner.Frame
@@ -137,7 +137,7 @@ type planResult struct {
 
 func newPipeline(cfg *Config, tgt *target, m *manifest.Manifest, files []readers.File) (*pipeline, error) {
 	schema := tgt.schema.Arrow()
-	enc, err := partitioner.NewEncoder(schema, cfg.MaxFrameBytes)
+	enc, err := partitioner.NewEncoder(schema, cfg.MaxFrameBytes, partitioner.WithAllocator(cfg.Allocator))
 	if err != nil {
 		return nil, err
 	}
@@ -289,7 +289,7 @@ type fileRun struct {
 
 func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) error {
 	f := p.files[i]
-	src, err := readers.Open(ctx, f, readers.WithTable(p.tgt.schema))
+	src, err := readers.Open(ctx, f, readers.WithTable(p.tgt.schema), readers.WithAllocator(p.cfg.Allocator))
 	if err != nil {
 		return p.fileFailed(f.Path, err)
 	}
@@ -376,7 +376,7 @@ func (p *pipeline) plan(fp string, schema *arrow.Schema, path string) (*schemama
 		}
 		return r.plan, nil
 	}
-	plan, err := schemamatch.NewPlan(schema, p.tgt.schema, schemamatch.WithSource(path))
+	plan, err := schemamatch.NewPlan(schema, p.tgt.schema, schemamatch.WithSource(path), schemamatch.WithAllocator(p.cfg.Allocator))
 	p.plans[fp] = &planResult{plan: plan, err: err}
 	return plan, err
 }
@@ -433,6 +433,7 @@ func (p *pipeline) send(ctx context.Context, fr *fileRun, unit int, rec arrow.Re
 		if err := p.budget.Acquire(ctx, int64(f.Size())); err != nil {
 			return err
 		}
+		p.notePeak(p.budget.InUse())
 		select {
 		case p.frames <- f:
 			return nil
@@ -441,6 +442,12 @@ func (p *pipeline) send(ctx context.Context, fr *fileRun, unit int, rec arrow.Re
 			return ctx.Err()
 		}
 	})
+}
+
+func (p *pipeline) notePeak(n int64) {
+	peak := &p.cfg.Progress.InFlightPeak
+	for old := peak.Load(); n > old && !peak.CompareAndSwap(old, n); old = peak.Load() {
+	}
 }
 
 // take reserves up to n rows of the --limit allowance and returns how many it got.
