@@ -279,6 +279,11 @@ func (w *appendWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); r
 
 // Decode turns a frame back into a record batch (used to re-slice a partially acknowledged frame). The
 // caller must Release the batch; it may share memory with the frame's body.
+//
+// Decode is meant for frames this encoder (or one with the same schema) produced. It checks the message
+// type, body length and row count and turns decoder panics into errors, but arrow-go reads the IPC
+// flatbuffer without verifying it, so arbitrary bytes from an untrusted source can make it allocate
+// without bound.
 func (e *Encoder) Decode(f *Frame) (rec arrow.RecordBatch, err error) {
 	if f == nil {
 		return nil, errors.New("partitioner: decode: nil frame")
@@ -298,6 +303,9 @@ func (e *Encoder) Decode(f *Frame) (rec arrow.RecordBatch, err error) {
 	defer msgs.releaseAll()
 	if t := msgs.msgs[1].Type(); t != ipc.MessageRecordBatch {
 		return nil, fmt.Errorf("partitioner: decode %s: header is a %s message, want a record batch", f.Span, t)
+	}
+	if n := msgs.msgs[1].BodyLen(); n != int64(len(f.Body)) {
+		return nil, fmt.Errorf("partitioner: decode %s: body is %d bytes, its header says %d", f.Span, len(f.Body), n)
 	}
 	rdr, err := ipc.NewReaderFromMessageReader(msgs, ipc.WithAllocator(e.cfg.mem), ipc.WithSchema(e.schema))
 	if err != nil {
