@@ -369,8 +369,9 @@ func (pl *planner) typeNode(path string, src arrow.DataType, dst tableschema.Typ
 		return pl.refuse(path, src, dst, dstNullable, "no Delta type for "+src.String())
 	}
 
-	// Exact canonical type: shared as it is.
-	if sameType(src, out) {
+	// Exact canonical type: shared as it is. DECIMAL's canonical type is text, which is still
+	// validated and normalised.
+	if dst.Kind != tableschema.Decimal && sameType(src, out) {
 		n.kind = kShare
 		return n
 	}
