@@ -1,69 +1,146 @@
-// Package sink is the embedded target: a real Arrow Flight server with Databricks Zerobus Ingest
-// semantics that writes Delta tables through package warehouse.
-//
-// API CONTRACT (written before the implementation; the implementer fills in the bodies and may add
-// to it, but must not change these signatures without updating every caller).
-//
-// The server speaks three dialects on one gRPC port:
-//   - Zerobus: DoPut with the x-databricks-zerobus-table-name header, exactly as the reference
-//     describes (schema frame, READY, offset_id frames, cumulative JSON acks after durability).
-//   - Plain Flight: DoPut whose first FlightData has a PATH descriptor [catalog, schema, table]; same
-//     validation and ack JSON.
-//   - Flight SQL: CommandStatementIngest (bulk ingest) with TableDefinitionOptions, GetSqlInfo
-//     advertising bulk ingestion.
-//
-// Reading back: DoGet with a ticket whose bytes are a table name streams the committed rows in the
-// canonical schema; GetFlightInfo with a PATH descriptor describes the table; the actions in
-// internal/sinkapi count, flush, describe and set faults.
-//
-// Durability: a data frame is acknowledged only after it is in the table's write-ahead log and
-// fsync'd (group commit). A committer turns the log into Delta commits every commit interval; the
-// commit records the last log sequence number as a Delta txn action, so recovery after a crash
-// commits each acknowledged row exactly once.
 package sink
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"net"
+	"os"
+	"sync"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc"
+
+	"github.com/loaderproject/loader/sink/internal/wal"
 	"github.com/loaderproject/loader/tableschema"
 	"github.com/loaderproject/loader/warehouse"
+	"github.com/loaderproject/loader/zerobus"
 )
 
 // Server is the embedded sink. Create it with New, run it with Serve, stop it with Shutdown.
-type Server struct{}
+type Server struct {
+	wh   *warehouse.Warehouse
+	cfg  config
+	log  *slog.Logger
+	grpc *grpc.Server
+	sql  flight.FlightServer // the Flight SQL router, for everything that is not ours
+
+	faults faultState
+
+	// ctx lives from New to the end of Shutdown: recovery, committers and final commits use it.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	ready     chan struct{} // closed when recovery is done and calls are accepted
+	recovered chan struct{} // closed when Serve's recovery ends, with or without success
+	closing   chan struct{} // closed when Shutdown starts: streams wind down
+
+	mu       sync.Mutex
+	serving  bool
+	shutdown bool
+	tables   map[tableschema.TableName]*tableEntry
+	closed   bool // tables may no longer be opened
+
+	wg sync.WaitGroup // stream goroutines
+}
 
 // Option configures a Server.
 type Option func(*config)
 
-type config struct{}
+type config struct {
+	tokens         []string
+	commitInterval time.Duration
+	discard        bool
+	log            *slog.Logger
+	faults         Faults
+	mem            memory.Allocator
+	segmentBytes   int64
+}
 
 // WithTokens limits access to callers presenting one of these bearer tokens ("authorization: Bearer
-// T"). With none, every caller is accepted.
-func WithTokens(tokens ...string) Option { panic("sink: not implemented") }
+// T"). With none, every caller is accepted. Empty tokens are ignored.
+func WithTokens(tokens ...string) Option {
+	return func(c *config) {
+		for _, t := range tokens {
+			if t != "" {
+				c.tokens = append(c.tokens, t)
+			}
+		}
+	}
+}
 
 // WithCommitInterval sets how often acknowledged rows are committed to Delta. Default 1s; values
 // below 10ms are raised to 10ms.
-func WithCommitInterval(d time.Duration) Option { panic("sink: not implemented") }
+func WithCommitInterval(d time.Duration) Option {
+	return func(c *config) { c.commitInterval = max(d, 10*time.Millisecond) }
+}
 
 // WithDiscard makes the server validate and acknowledge data without storing it, for client
 // benchmarks. The server logs a warning when it starts in this mode.
-func WithDiscard(discard bool) Option { panic("sink: not implemented") }
+func WithDiscard(discard bool) Option {
+	return func(c *config) { c.discard = discard }
+}
 
 // WithLogger sets the logger. Default: discard.
-func WithLogger(l *slog.Logger) Option { panic("sink: not implemented") }
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.log = l
+		}
+	}
+}
 
 // WithFaults installs a fault set from the start.
-func WithFaults(f Faults) Option { panic("sink: not implemented") }
+func WithFaults(f Faults) Option {
+	return func(c *config) { c.faults = f }
+}
 
-// Faults are test hooks; the zero value injects nothing. They apply to Zerobus and plain Flight DoPuts.
+// WithAllocator sets the allocator for decoding frames, casting Flight SQL batches and reading tables
+// back. Default memory.DefaultAllocator; nil keeps the default. Tests pass a checked allocator.
+func WithAllocator(mem memory.Allocator) Option {
+	return func(c *config) {
+		if mem != nil {
+			c.mem = mem
+		}
+	}
+}
+
+// WithWALSegmentBytes sets the size at which a table's write-ahead log starts a new segment file.
+// Default 64 MiB; values below 4 KiB are raised to 4 KiB. Small segments let tests observe cleanup.
+func WithWALSegmentBytes(n int64) Option {
+	return func(c *config) { c.segmentBytes = max(n, 4<<10) }
+}
+
+func newConfig(opts []Option) config {
+	c := config{
+		commitInterval: time.Second,
+		log:            slog.New(slog.DiscardHandler),
+		mem:            memory.DefaultAllocator,
+		segmentBytes:   wal.DefaultSegmentBytes,
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// Faults are test hooks; the zero value injects nothing. They apply to Zerobus and plain Flight DoPuts
+// (UnavailableCalls to every DoPut, Flight SQL included, as it acts before the call is read). A DoPut
+// uses the fault set installed when it started, so a running stream is not affected by SetFaults.
+// Durations are nanoseconds in JSON.
 type Faults struct {
 	// DropAfterFrames ends each DoPut with Unavailable after it has received this many data frames,
-	// without acknowledging the frames not yet acknowledged. 0 disables.
+	// without acknowledging the frames not yet acknowledged. 0 disables. The sink makes the outcome
+	// deterministic: frames 1..N-1 are stored and acknowledged before the call ends, and frame N
+	// is received but neither stored nor acknowledged.
 	DropAfterFrames int `json:"drop_after_frames,omitempty"`
-	// DropCalls limits DropAfterFrames to the next this-many DoPuts (0: every DoPut).
+	// DropCalls limits DropAfterFrames to the next this-many DoPuts (0: every DoPut). A DoPut takes
+	// its turn when its setup succeeds (READY).
 	DropCalls int `json:"drop_calls,omitempty"`
 	// AckDelay holds every ack back this long.
 	AckDelay time.Duration `json:"ack_delay,omitempty"`
@@ -76,31 +153,164 @@ type Faults struct {
 }
 
 // New returns a server over the warehouse. It does no I/O.
-func New(wh *warehouse.Warehouse, opts ...Option) *Server { panic("sink: not implemented") }
+func New(wh *warehouse.Warehouse, opts ...Option) *Server {
+	cfg := newConfig(opts)
+	s := &Server{
+		wh:        wh,
+		cfg:       cfg,
+		log:       cfg.log,
+		ready:     make(chan struct{}),
+		recovered: make(chan struct{}),
+		closing:   make(chan struct{}),
+		tables:    map[tableschema.TableName]*tableEntry{},
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.faults.set(cfg.faults)
+	s.sql = flightsql.NewFlightServerWithAllocator(newSQLServer(s), cfg.mem)
+	s.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(zerobus.MaxMessageBytes),
+		grpc.MaxSendMsgSize(math.MaxInt32),
+		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.streamInterceptor),
+		grpc.WaitForHandlers(true),
+	)
+	flight.RegisterFlightServiceServer(s.grpc, &service{s: s})
+	return s
+}
 
 // Serve recovers every table's write-ahead log (committing acknowledged rows not yet in Delta), then
-// serves Arrow Flight on lis until Shutdown. It returns nil after a Shutdown.
-func (s *Server) Serve(lis net.Listener) error { panic("sink: not implemented") }
+// serves Arrow Flight on lis until Shutdown. It returns nil after a Shutdown. If recovery fails (a log
+// is locked by another process, or damaged before its tail), Serve closes lis and returns the error
+// without serving, and Ready is never closed.
+func (s *Server) Serve(lis net.Listener) error {
+	s.mu.Lock()
+	if s.serving {
+		s.mu.Unlock()
+		return errors.New("sink: Serve called twice")
+	}
+	if s.shutdown {
+		s.mu.Unlock()
+		lis.Close()
+		return nil
+	}
+	s.serving = true
+	s.mu.Unlock()
+
+	if s.cfg.discard {
+		s.log.Warn("DISCARD MODE: the sink validates and acknowledges data but stores NOTHING; use it only to benchmark clients")
+	}
+	err := s.recoverAll(s.ctx)
+	close(s.recovered)
+	if err != nil {
+		lis.Close()
+		return fmt.Errorf("sink: recovery: %w", err)
+	}
+	close(s.ready)
+	s.log.Info("sink serving", "addr", lis.Addr().String(), "warehouse", s.wh.Dir(), "discard", s.cfg.discard)
+	if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("sink: serve: %w", err)
+	}
+	return nil
+}
 
 // Ready is closed once Serve has finished recovery and accepts calls.
-func (s *Server) Ready() <-chan struct{} { panic("sink: not implemented") }
+func (s *Server) Ready() <-chan struct{} { return s.ready }
 
 // Shutdown stops accepting calls, lets in-flight calls end cleanly, commits every acknowledged row and
 // closes the logs. If ctx ends first, remaining calls are cut off; acknowledged rows stay durable in
 // the log either way.
-func (s *Server) Shutdown(ctx context.Context) error { panic("sink: not implemented") }
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.shutdown {
+		s.mu.Unlock()
+		return errors.New("sink: Shutdown called twice")
+	}
+	s.shutdown = true
+	serving := s.serving
+	s.mu.Unlock()
+	if serving {
+		<-s.recovered
+	}
+	close(s.closing)
 
-// SetFaults replaces the fault set.
-func (s *Server) SetFaults(f Faults) { panic("sink: not implemented") }
+	stopped := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		s.log.Warn("sink: shutdown deadline reached; cutting off remaining calls")
+		s.grpc.Stop()
+		<-stopped
+	}
+	s.wg.Wait()
+
+	s.mu.Lock()
+	s.closed = true
+	entries := make([]*tableEntry, 0, len(s.tables))
+	for _, e := range s.tables {
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, e := range entries {
+		<-e.ready
+		if e.ts != nil {
+			errs = append(errs, e.ts.close(ctx))
+		}
+	}
+	s.cancel()
+	return errors.Join(errs...)
+}
+
+// SetFaults replaces the fault set. DoPuts already running keep the set they started with.
+func (s *Server) SetFaults(f Faults) { s.faults.set(f) }
 
 // Flush commits every acknowledged row of the table to Delta now.
 func (s *Server) Flush(ctx context.Context, name tableschema.TableName) error {
-	panic("sink: not implemented")
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	ts, err := s.openIfLogged(ctx, name)
+	if err != nil {
+		return err
+	}
+	if ts == nil {
+		return nil // no log: nothing acknowledged that is not committed
+	}
+	return ts.commit(ctx)
 }
 
 // PendingRows returns how many rows of the table are durable in its write-ahead log but not yet
 // committed, reading the log on disk without taking it over (for `loader table count --json` while no
 // server, or another server, runs).
 func PendingRows(ctx context.Context, t *warehouse.Table) (int64, error) {
-	panic("sink: not implemented")
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	snap, err := t.Snapshot(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("sink: pending rows of %s: %w", t.Name(), err)
+	}
+	var rows int64
+	err = wal.ReadDir(ctx, walDir(t.Dir()), uint64(max(snap.Txns[walAppID], 0)), func(_ uint64, payload []byte) error {
+		r, err := recordRows(payload)
+		if err != nil {
+			return err
+		}
+		rows += r
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sink: pending rows of %s: %w", t.Name(), err)
+	}
+	return rows, nil
+}
+
+// walExists reports whether the table has a write-ahead log directory.
+func walExists(tableDir string) bool {
+	_, err := os.Stat(walDir(tableDir))
+	return err == nil
 }

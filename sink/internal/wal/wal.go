@@ -143,6 +143,7 @@ type WAL struct {
 type request struct {
 	parts [][]byte
 	size  int
+	fn    func(seq uint64)
 	p     *Pending
 }
 
@@ -417,6 +418,13 @@ func syncDir(dir string) error {
 // queue is full (bounded by bytes) and returns once the record is queued; the returned Pending
 // completes when the record is durable. The caller must not modify parts until then.
 func (w *WAL) Append(ctx context.Context, parts ...[]byte) (*Pending, error) {
+	return w.AppendFunc(ctx, nil, parts...)
+}
+
+// AppendFunc is Append, and also calls onDurable (when not nil) from the writer goroutine once the
+// record is durable, before LastSeq reports it and before the Pending completes. onDurable must be
+// quick and must not call into the log.
+func (w *WAL) AppendFunc(ctx context.Context, onDurable func(seq uint64), parts ...[]byte) (*Pending, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -438,7 +446,7 @@ func (w *WAL) Append(ctx context.Context, parts ...[]byte) (*Pending, error) {
 	if err := w.queued.Acquire(ctx, int64(size)); err != nil {
 		return nil, err
 	}
-	r := &request{parts: parts, size: size, p: &Pending{done: make(chan struct{})}}
+	r := &request{parts: parts, size: size, fn: onDurable, p: &Pending{done: make(chan struct{})}}
 	select {
 	case w.reqs <- r:
 		return r.p, nil
@@ -585,6 +593,11 @@ func (w *WAL) writeGroup(group []*request) error {
 	seg.size += int64(total)
 	seg.last = seq - 1
 	w.mu.Unlock()
+	for _, r := range group {
+		if r.fn != nil {
+			r.fn(r.p.seq)
+		}
+	}
 	w.durable.Store(seq - 1)
 	w.groups.Add(1)
 	return nil

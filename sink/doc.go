@@ -1,0 +1,64 @@
+// Package sink is the embedded target: a real Arrow Flight server with Databricks Zerobus Ingest
+// semantics that writes Delta tables through package warehouse.
+//
+// The server speaks three dialects on one gRPC port:
+//   - Zerobus: DoPut with the x-databricks-zerobus-table-name header, exactly as the project's
+//     reference/zerobus-arrow-flight.md describes (schema frame, READY, offset_id frames, cumulative
+//     JSON acks after durability).
+//   - Plain Flight: DoPut whose first FlightData has a PATH descriptor [catalog, schema, table]; same
+//     validation and ack JSON, READY after the schema, and offset_id optional (sequential when given).
+//   - Flight SQL: CommandStatementIngest (bulk ingest) with TableDefinitionOptions, GetSqlInfo
+//     advertising bulk ingestion. Other Flight SQL commands answer Unimplemented.
+//
+// Reading back: DoGet with a ticket whose bytes are a table name streams the committed rows in the
+// canonical schema; GetFlightInfo and GetSchema with a PATH descriptor describe the table; ListFlights
+// lists every table; the actions in internal/sinkapi count, flush, describe and set faults.
+//
+// # Setup order of a Zerobus DoPut
+//
+// auth (Unauthenticated) → the table-name header (InvalidArgument when missing) → the table exists
+// (NotFound) → the schema frame (an IPC Schema message with empty app_metadata and no body, else
+// InvalidArgument) → zerobus.ValidateSchema (InvalidArgument with the SCHEMA_VALIDATION_FAILED
+// ErrorInfo) → READY. Data frames must be IPC RecordBatch messages numbered by offset_id from 0;
+// anything else ends the call with InvalidArgument naming the offset. Frames over
+// zerobus.MaxMessageBytes are refused by gRPC (ResourceExhausted).
+//
+// # Durability
+//
+// A data frame is acknowledged only after it is in the table's write-ahead log (package
+// sink/internal/wal, under <table>/_sink/wal) and fsync'd; the log batches the appends of every stream
+// into one write and one fsync (group commit). Each log record is self-contained: the stream's IPC
+// schema message and the frame's RecordBatch message exactly as received (LZ4 or ZSTD bodies stay
+// compressed), plus the row count. A committer per table turns durable records into one Delta commit
+// per commit interval, carrying the Delta txn action {appId: "loader-sink-wal", version: last sequence
+// number}; after the commit it deletes fully committed log segments. On start, Serve commits every
+// record above the table's txn version, so a crash between a Delta commit and the segment cleanup
+// does not commit rows twice, and a crash before the commit loses nothing acknowledged. Records that
+// no longer fit the table (its schema was replaced through Flight SQL) are moved to
+// <table>/_sink/rejected as Arrow IPC streams, as Zerobus moves them to _zerobus/table_rejected_parquets.
+//
+// # Acks
+//
+// Acks are cumulative {"ack_up_to_offset":K,"ack_up_to_records":R} and are sent by one goroutine per
+// stream (gRPC allows one sender), which coalesces acks that become durable together. After the
+// client half-closes, the remaining acks follow and the call ends OK. On Shutdown, a stream stops
+// reading, acknowledges what is durable, and ends with Unavailable so the client reconnects later.
+//
+// # Memory
+//
+// Each stream keeps at most 64 MiB of received frames waiting for the log; the log's queue is
+// bounded too, so a slow disk throttles clients through gRPC flow control. Decoding one frame may
+// allocate at most 1 GiB (a compressed frame that claims more is refused). The committer streams log
+// records through a warehouse Writer one at a time and commits at most 256 MiB of log per Delta commit.
+//
+// # Concurrency
+//
+// A Server is safe for concurrent use. New does no I/O; Serve recovers and serves; Shutdown ends it.
+// Everything the server starts ends before Shutdown returns.
+//
+// # Exactly-once (planned)
+//
+// Each log record has a metadata section, empty today, that is meant to carry the loader's unit id.
+// The committer will collect the ids of the records it commits and record them in the same Delta
+// commit, so an already-committed unit can be acknowledged without being stored twice.
+package sink

@@ -1,0 +1,379 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"golang.org/x/sync/semaphore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/loaderproject/loader/sink/internal/wal"
+	"github.com/loaderproject/loader/tableschema"
+	"github.com/loaderproject/loader/warehouse"
+	"github.com/loaderproject/loader/zerobus"
+)
+
+// streamBudget bounds the bytes of received frames one stream keeps while they wait for the log.
+const streamBudget = 64 << 20
+
+type dialect int
+
+const (
+	dialectZerobus dialect = iota
+	dialectFlight
+)
+
+func (d dialect) String() string {
+	if d == dialectZerobus {
+		return "zerobus"
+	}
+	return "flight"
+}
+
+// ackItem is one received data frame on its way to being acknowledged.
+type ackItem struct {
+	fut     *wal.Pending // nil: nothing to wait for (discard mode, zero rows)
+	offset  int64
+	records int64 // cumulative rows on this DoPut, this frame included
+	size    int64 // stream budget held until fut completes
+}
+
+type recvResult struct {
+	fd  *flight.FlightData
+	err error
+}
+
+// putStream is one Zerobus or plain Flight DoPut after its setup.
+type putStream struct {
+	s       *Server
+	ts      *tableState
+	stream  flight.FlightService_DoPutServer
+	dialect dialect
+	faults  streamFaults
+	budget  *semaphore.Weighted
+}
+
+func invalidf(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, format, args...)
+}
+
+// ingest runs a Zerobus or plain Flight DoPut whose first FlightData is first.
+func (s *Server) ingest(stream flight.FlightService_DoPutServer, ts *tableState, first *flight.FlightData, d dialect) error {
+	// The schema frame.
+	if len(first.GetDataHeader()) == 0 {
+		return invalidf("schema frame: data_header is empty; the first FlightData must carry an IPC Schema message")
+	}
+	if d == dialectZerobus && len(first.GetAppMetadata()) != 0 {
+		return invalidf("schema frame: app_metadata must be empty, got %d bytes (offset_id belongs on data frames)", len(first.GetAppMetadata()))
+	}
+	if len(first.GetDataBody()) != 0 {
+		return invalidf("schema frame: data_body must be empty, got %d bytes", len(first.GetDataBody()))
+	}
+	mem := newLimitedAllocator(s.cfg.mem, maxDecodedFrameBytes)
+	dec, err := newDecoder(first.GetDataHeader(), mem)
+	if err != nil {
+		return invalidf("schema frame: %v", err)
+	}
+	defer dec.release()
+	schema, gen := ts.currentSchema()
+	if se := zerobus.ValidateSchema(schema, dec.schema); se != nil {
+		return se
+	}
+	p := &putStream{
+		s: s, ts: ts, stream: stream, dialect: d,
+		faults: s.faults.forStream(),
+		budget: semaphore.NewWeighted(streamBudget),
+	}
+	if err := stream.Send(&flight.PutResult{AppMetadata: zerobus.Ready().Marshal()}); err != nil {
+		return err
+	}
+	s.log.Debug("sink: stream ready", "table", ts.name.String(), "dialect", d.String())
+	return p.run(first.GetDataHeader(), dec, schema, gen)
+}
+
+// run receives data frames until the client half-closes, with one goroutine receiving and one
+// sending acks, and returns the call's status.
+func (p *putStream) run(schemaHeader []byte, dec *decoder, schema *tableschema.Schema, gen uint64) (err error) {
+	ctx, cancel := context.WithCancelCause(p.stream.Context())
+	defer cancel(nil)
+
+	frames := make(chan recvResult, 1)
+	p.s.wg.Add(2)
+	go func() {
+		defer p.s.wg.Done()
+		for {
+			fd, err := p.stream.Recv()
+			select {
+			case frames <- recvResult{fd, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	acks := make(chan ackItem, 1024)
+	ackDone := make(chan error, 1)
+	go func() {
+		defer p.s.wg.Done()
+		err := p.ackLoop(ctx, acks)
+		if err != nil {
+			cancel(err)
+		}
+		ackDone <- err
+	}()
+	// finish closes the ack queue and waits for the ack goroutine: with drain, after it has
+	// acknowledged every queued frame; without, at once.
+	finished := false
+	finish := func(drain bool) error {
+		if finished {
+			return nil
+		}
+		finished = true
+		if !drain {
+			cancel(context.Canceled)
+		}
+		close(acks)
+		return <-ackDone
+	}
+	defer finish(false)
+
+	var (
+		expected int64 // next offset_id
+		records  int64
+		nframes  int
+	)
+	for {
+		var r recvResult
+		select {
+		case r = <-frames:
+		case err := <-ackDone:
+			finished = true
+			return ackStatus(ctx, err)
+		case <-p.s.closing:
+			if aerr := finish(true); aerr != nil {
+				return ackStatus(ctx, aerr)
+			}
+			return status.Errorf(codes.Unavailable, "sink is shutting down: rows acknowledged up to offset %d are durable; reconnect and send the rest", expected-1)
+		}
+		if errors.Is(r.err, io.EOF) {
+			// Half-close: acknowledge everything, then end OK.
+			if aerr := finish(true); aerr != nil {
+				return ackStatus(ctx, aerr)
+			}
+			p.s.log.Debug("sink: stream done", "table", p.ts.name.String(), "frames", nframes, "rows", records)
+			return nil
+		}
+		if r.err != nil {
+			return r.err
+		}
+		nframes++
+		fd := r.fd
+		if p.faults.dropAfter > 0 && nframes >= p.faults.dropAfter {
+			if aerr := finish(true); aerr != nil {
+				return ackStatus(ctx, aerr)
+			}
+			return status.Errorf(codes.Unavailable, "sink fault injection: stream dropped at data frame %d (drop_after_frames)", nframes)
+		}
+		item, perr := p.frame(ctx, fd, expected, &records, dec, &schema, &gen, schemaHeader)
+		if perr != nil {
+			// Acknowledge what is already durable so the client replays as little as possible.
+			if aerr := finish(true); aerr != nil && ctx.Err() == nil {
+				return ackStatus(ctx, aerr)
+			}
+			return perr
+		}
+		select {
+		case acks <- item:
+		case err := <-ackDone:
+			finished = true
+			return ackStatus(ctx, err)
+		}
+		expected++
+	}
+}
+
+// ackStatus is the call's status when the ack side failed first.
+func ackStatus(ctx context.Context, err error) error {
+	if err == nil {
+		err = context.Cause(ctx)
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	return status.Errorf(codes.Unavailable, "%v", err)
+}
+
+// frame checks, decodes and stores one data frame.
+func (p *putStream) frame(ctx context.Context, fd *flight.FlightData, expected int64, records *int64,
+	dec *decoder, schema **tableschema.Schema, gen *uint64, schemaHeader []byte) (ackItem, error) {
+	offset := expected
+	if meta := fd.GetAppMetadata(); p.dialect == dialectZerobus || len(meta) > 0 {
+		got, err := zerobus.ParseFrameMetadata(meta)
+		if err != nil {
+			return ackItem{}, invalidf("data frame after offset %d: %v", expected-1, err)
+		}
+		offset = got
+	}
+	if offset != expected {
+		return ackItem{}, zerobus.NonIncrementalOffsetError(expected, offset)
+	}
+	if len(fd.GetDataHeader()) == 0 {
+		return ackItem{}, invalidf("data frame at offset %d: data_header is empty; want an IPC RecordBatch message", offset)
+	}
+	// The table's schema was replaced (Flight SQL): the stream must still fit it.
+	if cur, g := p.ts.currentSchema(); g != *gen {
+		if se := zerobus.ValidateSchema(cur, dec.schema); se != nil {
+			return ackItem{}, se
+		}
+		*schema, *gen = cur, g
+	}
+	rec, err := dec.decode(fd.GetDataHeader(), fd.GetDataBody())
+	if err != nil {
+		return ackItem{}, invalidf("data frame at offset %d %v", offset, err)
+	}
+	rows := rec.NumRows()
+	err = checkBatch(*schema, rec)
+	rec.Release()
+	if err != nil {
+		return ackItem{}, invalidf("data frame at offset %d: %v", offset, err)
+	}
+	*records += rows
+	item := ackItem{offset: offset, records: *records}
+	if p.ts.wal == nil || rows == 0 {
+		return item, nil
+	}
+	size := int64(len(schemaHeader) + len(fd.GetDataHeader()) + len(fd.GetDataBody()))
+	item.size = min(size, streamBudget)
+	if err := p.budget.Acquire(ctx, item.size); err != nil {
+		return ackItem{}, ackStatus(ctx, err)
+	}
+	ts := p.ts
+	fut, err := ts.wal.AppendFunc(ctx, func(uint64) { ts.pending.Add(rows) },
+		recordParts(rows, nil, schemaHeader, fd.GetDataHeader(), fd.GetDataBody())...)
+	if err != nil {
+		p.budget.Release(item.size)
+		if ctx.Err() != nil {
+			return ackItem{}, ackStatus(ctx, ctx.Err())
+		}
+		return ackItem{}, status.Errorf(codes.Unavailable, "table %s: write-ahead log: %v", ts.name, err)
+	}
+	item.fut = fut
+	return item, nil
+}
+
+// checkBatch is warehouse.CheckBatch, recovering from a panic on data the decoder let through.
+func checkBatch(schema *tableschema.Schema, rec arrow.RecordBatch) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("values cannot be checked (%v)", r)
+		}
+	}()
+	return warehouse.CheckBatch(schema, rec)
+}
+
+// wait waits until the frame is durable and gives its budget back.
+func (p *putStream) wait(ctx context.Context, it ackItem) error {
+	if it.fut == nil {
+		return nil
+	}
+	select {
+	case <-it.fut.Done():
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	p.budget.Release(it.size)
+	if err := it.fut.Err(); err != nil {
+		return status.Errorf(codes.Unavailable, "table %s: write-ahead log: %v", p.ts.name, err)
+	}
+	return nil
+}
+
+func durableNow(it ackItem) bool {
+	if it.fut == nil {
+		return true
+	}
+	select {
+	case <-it.fut.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// ackLoop sends the acks of queued frames in order once they are durable, coalescing those that are
+// durable together, until acks is closed and drained (nil) or something fails.
+func (p *putStream) ackLoop(ctx context.Context, acks <-chan ackItem) error {
+	var (
+		held    *ackItem
+		rotated bool
+		delay   = time.Duration(p.faults.ackDelayNs)
+	)
+	for {
+		var it ackItem
+		if held != nil {
+			it, held = *held, nil
+		} else {
+			select {
+			case x, ok := <-acks:
+				if !ok {
+					return nil
+				}
+				it = x
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+		if err := p.wait(ctx, it); err != nil {
+			return err
+		}
+		last := it
+	coalesce:
+		for {
+			select {
+			case x, ok := <-acks:
+				if !ok {
+					break coalesce
+				}
+				if !durableNow(x) {
+					held = &x
+					break coalesce
+				}
+				if err := p.wait(ctx, x); err != nil {
+					return err
+				}
+				last = x
+			default:
+				break coalesce
+			}
+		}
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return context.Cause(ctx)
+			}
+		}
+		ack := zerobus.Ack{Offset: last.offset, Records: last.records}
+		if p.faults.rotateAfter > 0 && !rotated && last.offset+1 >= int64(p.faults.rotateAfter) {
+			ms := p.faults.rotateMs
+			ack.CloseStreamAfterMs = &ms
+			rotated = true
+		}
+		if err := p.stream.Send(&flight.PutResult{AppMetadata: ack.Marshal()}); err != nil {
+			return err
+		}
+	}
+}
