@@ -1,22 +1,42 @@
-// Package manifest records, durably, which rows of which source files a target has acknowledged, so
-// that a re-run skips what is done and finishes what is not.
-//
-// API CONTRACT (written before the implementation; the implementer fills in the bodies and may add
-// to it, but must not change these signatures without updating every caller).
-//
-// A manifest is one append-only file per (target, table). A source file is identified by its path,
-// size, modification time and schema fingerprint: a changed file is a new file. Within a file, work is
-// recorded per unit as acknowledged row ranges, so an interrupted unit resumes after its last
-// acknowledged frame. Nothing is recorded before the target acknowledged it, so a crash can cause rows
-// to be sent again but never skipped.
 package manifest
 
 import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 )
 
 // ErrLocked means another process holds the manifest.
 var ErrLocked = errors.New("manifest is in use by another loader")
+
+// ErrCorrupt means the manifest file holds a line that is not a valid record and is not a torn tail.
+// Removing the file (or the whole manifest directory) makes the next run start from scratch.
+var ErrCorrupt = errors.New("manifest is corrupt")
+
+// ErrClosed is returned by every method of a closed manifest.
+var ErrClosed = errors.New("manifest is closed")
+
+// formatVersion is the header line's version.
+const formatVersion = 1
+
+// Compaction: Open rewrites a file larger than compactMinBytes whose line count is above
+// compactRatio times the lines a rewrite would hold.
+const (
+	compactMinBytes = 1 << 20
+	compactRatio    = 4
+)
 
 // FileID identifies one version of a source file.
 type FileID struct {
@@ -33,32 +53,679 @@ type Range struct {
 }
 
 // Manifest is an open manifest. It is safe for concurrent use.
-type Manifest struct{}
+type Manifest struct {
+	path string
+	lock *os.File
+
+	mu     sync.Mutex
+	f      *os.File
+	w      *bufio.Writer
+	files  map[FileID]*fileState
+	nfiles int
+	err    error // sticky write error
+	closed bool
+	// written counts flushes that wrote bytes; synced is the last count made durable.
+	written uint64
+
+	syncMu sync.Mutex
+	synced uint64
+}
+
+type fileState struct {
+	idx      int
+	declared bool // its "file" line is in the file (or the buffer)
+	units    map[int]*unitState
+}
+
+type unitState struct {
+	acked []Range // sorted, merged
+	rows  int64   // -1 until known
+}
 
 // Path returns the manifest file for a target and table inside dir: a readable, collision-free name.
-func Path(dir, target, table string) string { panic("manifest: not implemented") }
+// The name is the target and table with every character outside [A-Za-z0-9._-] replaced, shortened,
+// plus a hash of the exact pair, e.g. "grpc_127.0.0.1_7070__main.sales.orders-3fa9c2d1e0b4.jsonl".
+func Path(dir, target, table string) string {
+	sum := sha256.Sum256([]byte(target + "\x00" + table))
+	name := sanitize(target, 60) + "__" + sanitize(table, 80) + "-" + hex.EncodeToString(sum[:6]) + ".jsonl"
+	return filepath.Join(dir, name)
+}
 
-// Open opens (creating if needed) the manifest at path and takes an exclusive lock on it.
-func Open(path string) (*Manifest, error) { panic("manifest: not implemented") }
+func sanitize(s string, limit int) string {
+	var b strings.Builder
+	under := false
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_'
+		if !ok || r == '_' {
+			if !under && b.Len() > 0 {
+				b.WriteByte('_')
+			}
+			under = true
+			continue
+		}
+		under = false
+		b.WriteRune(r)
+	}
+	out := strings.Trim(b.String(), "_.")
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	if out == "" {
+		out = "x"
+	}
+	return out
+}
 
-// Reset forgets everything recorded (loader load --force).
-func (m *Manifest) Reset() error { panic("manifest: not implemented") }
+// Open opens (creating if needed) the manifest at path and takes an exclusive lock on it. It replays
+// the file, drops a torn last line and compacts the file when it has grown large. It fails with
+// ErrLocked when another process (or another Open in this process) holds the manifest, and with an
+// error wrapping ErrCorrupt when the file is not a manifest.
+func Open(path string) (*Manifest, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("manifest %s: %w", path, err)
+		}
+	}
+	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("manifest %s: lock: %w", path, err)
+	}
+	if err := lockFile(lock); err != nil {
+		lock.Close()
+		if errors.Is(err, ErrLocked) {
+			return nil, fmt.Errorf("manifest %s: %w", path, ErrLocked)
+		}
+		return nil, fmt.Errorf("manifest %s: lock: %w", path, err)
+	}
+	m := &Manifest{path: path, lock: lock, files: make(map[FileID]*fileState)}
+	if err := m.load(); err != nil {
+		if m.f != nil {
+			m.f.Close()
+		}
+		lock.Close()
+		return nil, err
+	}
+	return m, nil
+}
 
-// Acked returns the unit's acknowledged row ranges, sorted and merged.
-func (m *Manifest) Acked(f FileID, unit int) []Range { panic("manifest: not implemented") }
+// load replays the file and leaves m.f open for appending.
+func (m *Manifest) load() error {
+	f, err := os.OpenFile(m.path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("manifest %s: %w", m.path, err)
+	}
+	m.f = f
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Errorf("manifest %s: read: %w", m.path, err)
+	}
+	good, lines, err := m.replay(data)
+	if err != nil {
+		return err
+	}
+	if good == 0 {
+		// New (or only a torn header): start with a header.
+		if err := f.Truncate(0); err != nil {
+			return fmt.Errorf("manifest %s: %w", m.path, err)
+		}
+		if _, err := f.WriteAt(headerLine(), 0); err != nil {
+			return fmt.Errorf("manifest %s: write: %w", m.path, err)
+		}
+		if err := syncFileAndDir(f, m.path); err != nil {
+			return err
+		}
+		good = int64(len(headerLine()))
+	} else if good < int64(len(data)) {
+		if err := f.Truncate(good); err != nil {
+			return fmt.Errorf("manifest %s: cut torn tail: %w", m.path, err)
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("manifest %s: fsync: %w", m.path, err)
+		}
+	}
+	if good >= compactMinBytes && lines > compactRatio*m.liveLines() {
+		if err := m.compact(); err != nil {
+			return err
+		}
+	} else if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		return fmt.Errorf("manifest %s: %w", m.path, err)
+	}
+	m.w = bufio.NewWriterSize(m.f, 64<<10)
+	return nil
+}
+
+func headerLine() []byte { return []byte(`{"manifest":` + strconv.Itoa(formatVersion) + "}\n") }
+
+// record is any manifest line.
+type record struct {
+	Manifest *int `json:"manifest"`
+
+	File *int `json:"file"`
+	FileID
+
+	F    *int   `json:"f"`
+	U    *int   `json:"u"`
+	From *int64 `json:"from"`
+	To   *int64 `json:"to"`
+	Rows *int64 `json:"rows"`
+}
+
+// replay applies every complete line of data. It returns the length of the valid prefix and the
+// number of lines in it. Invalid lines at the end (a torn write) are left out of the prefix; an invalid
+// line followed by a valid one is corruption.
+func (m *Manifest) replay(data []byte) (good int64, lines int, err error) {
+	byIdx := map[int]*fileState{}
+	var (
+		off     int64
+		lineNo  int
+		badLine int // first bad line, 0 if none
+		badWhy  error
+	)
+	for len(data) > 0 {
+		lineNo++
+		nl := bytes.IndexByte(data, '\n')
+		var line []byte
+		if nl < 0 {
+			line, data = data, nil
+		} else {
+			line, data = data[:nl], data[nl+1:]
+		}
+		n := int64(len(line))
+		if nl >= 0 {
+			n++
+		}
+		var why error
+		if nl < 0 {
+			why = errors.New("line without a newline")
+		} else {
+			why = m.apply(line, lineNo, byIdx)
+		}
+		if why != nil && lineNo == 1 {
+			if nl < 0 && bytes.HasPrefix(headerLine(), line) {
+				return 0, 0, nil // a header torn by a crash while creating the file
+			}
+			return 0, 0, fmt.Errorf("manifest %s: %w: %v", m.path, ErrCorrupt, why)
+		}
+		if why != nil {
+			if badLine == 0 {
+				badLine, badWhy = lineNo, why
+			}
+			off += n
+			continue
+		}
+		if badLine != 0 {
+			return 0, 0, fmt.Errorf("manifest %s: line %d: %w: %v (a valid line %d follows it; remove the file to start over)",
+				m.path, badLine, ErrCorrupt, badWhy, lineNo)
+		}
+		off += n
+		good = off
+		lines++
+	}
+	return good, lines, nil
+}
+
+// apply applies one line.
+func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) error {
+	var r record
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return fmt.Errorf("not a manifest record: %w", err)
+	}
+	if lineNo == 1 {
+		if r.Manifest == nil {
+			return errors.New(`the first line is not a manifest header {"manifest":N}`)
+		}
+		if *r.Manifest != formatVersion {
+			return fmt.Errorf("manifest format %d, this loader reads format %d", *r.Manifest, formatVersion)
+		}
+		return nil
+	}
+	switch {
+	case r.File != nil:
+		fs := &fileState{idx: *r.File, declared: true, units: map[int]*unitState{}}
+		if _, dup := byIdx[fs.idx]; dup || fs.idx < 0 {
+			return fmt.Errorf("file number %d declared twice or negative", fs.idx)
+		}
+		if _, dup := m.files[r.FileID]; dup {
+			return fmt.Errorf("file %q declared twice", r.FileID.Path)
+		}
+		byIdx[fs.idx] = fs
+		m.files[r.FileID] = fs
+		m.nfiles = max(m.nfiles, fs.idx+1)
+		return nil
+	case r.F != nil && r.U != nil:
+		fs := byIdx[*r.F]
+		if fs == nil {
+			return fmt.Errorf("file number %d is not declared", *r.F)
+		}
+		if *r.U < 0 {
+			return fmt.Errorf("unit %d is negative", *r.U)
+		}
+		u := fs.unit(*r.U)
+		switch {
+		case r.From != nil && r.To != nil && r.Rows == nil:
+			if *r.From < 0 || *r.To <= *r.From {
+				return fmt.Errorf("range [%d,%d) is empty or negative", *r.From, *r.To)
+			}
+			u.acked = addRange(u.acked, Range{*r.From, *r.To})
+			return nil
+		case r.Rows != nil && r.From == nil && r.To == nil:
+			if *r.Rows < 0 {
+				return fmt.Errorf("row count %d is negative", *r.Rows)
+			}
+			u.rows = *r.Rows
+			return nil
+		}
+	}
+	return errors.New("unknown record")
+}
+
+func (fs *fileState) unit(u int) *unitState {
+	us := fs.units[u]
+	if us == nil {
+		us = &unitState{rows: -1}
+		fs.units[u] = us
+	}
+	return us
+}
+
+// liveLines is the number of lines a compact rewrite holds.
+func (m *Manifest) liveLines() int {
+	n := 1
+	for _, fs := range m.files {
+		n++
+		for _, u := range fs.units {
+			n += len(u.acked)
+			if u.rows >= 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// compact rewrites the file with one line per live fact, renumbering files, and reopens it.
+func (m *Manifest) compact() error {
+	tmp := m.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("manifest %s: compact: %w", m.path, err)
+	}
+	w := bufio.NewWriter(f)
+	w.Write(headerLine())
+	ids := make([]FileID, 0, len(m.files))
+	for id := range m.files {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b FileID) int { return m.files[a].idx - m.files[b].idx })
+	var buf []byte
+	for i, id := range ids {
+		fs := m.files[id]
+		fs.idx = i
+		buf = appendFileLine(buf[:0], i, id)
+		w.Write(buf)
+		units := make([]int, 0, len(fs.units))
+		for u := range fs.units {
+			units = append(units, u)
+		}
+		slices.Sort(units)
+		for _, u := range units {
+			us := fs.units[u]
+			if us.rows >= 0 {
+				w.Write(appendRowsLine(buf[:0], i, u, us.rows))
+			}
+			for _, r := range us.acked {
+				w.Write(appendAckLine(buf[:0], i, u, r))
+			}
+		}
+	}
+	m.nfiles = len(ids)
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("manifest %s: compact: %w", m.path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("manifest %s: compact: fsync: %w", m.path, err)
+	}
+	if err := os.Rename(tmp, m.path); err != nil {
+		f.Close()
+		return fmt.Errorf("manifest %s: compact: %w", m.path, err)
+	}
+	if err := syncDir(m.path); err != nil {
+		f.Close()
+		return err
+	}
+	m.f.Close()
+	m.f = f
+	return nil
+}
+
+func appendFileLine(b []byte, idx int, id FileID) []byte {
+	b = append(b, `{"file":`...)
+	b = strconv.AppendInt(b, int64(idx), 10)
+	b = append(b, `,"path":`...)
+	b = appendJSONString(b, id.Path)
+	b = append(b, `,"size":`...)
+	b = strconv.AppendInt(b, id.Size, 10)
+	b = append(b, `,"mtime_ns":`...)
+	b = strconv.AppendInt(b, id.ModTimeNano, 10)
+	b = append(b, `,"schema":`...)
+	b = appendJSONString(b, id.Schema)
+	return append(b, "}\n"...)
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
+}
+
+func appendAckLine(b []byte, f, u int, r Range) []byte {
+	b = append(b, `{"f":`...)
+	b = strconv.AppendInt(b, int64(f), 10)
+	b = append(b, `,"u":`...)
+	b = strconv.AppendInt(b, int64(u), 10)
+	b = append(b, `,"from":`...)
+	b = strconv.AppendInt(b, r.From, 10)
+	b = append(b, `,"to":`...)
+	b = strconv.AppendInt(b, r.To, 10)
+	return append(b, "}\n"...)
+}
+
+func appendRowsLine(b []byte, f, u int, rows int64) []byte {
+	b = append(b, `{"f":`...)
+	b = strconv.AppendInt(b, int64(f), 10)
+	b = append(b, `,"u":`...)
+	b = strconv.AppendInt(b, int64(u), 10)
+	b = append(b, `,"rows":`...)
+	b = strconv.AppendInt(b, rows, 10)
+	return append(b, "}\n"...)
+}
+
+// addRange inserts r into sorted, merged ranges, merging overlapping and adjacent ones.
+func addRange(rs []Range, r Range) []Range {
+	i, _ := slices.BinarySearchFunc(rs, r.From, func(x Range, from int64) int {
+		switch {
+		case x.To < from:
+			return -1
+		case x.From > from:
+			return 1
+		}
+		return 0
+	})
+	// rs[i:] are the ranges that end at or after r.From; merge every one that starts at or before r.To.
+	j := i
+	for j < len(rs) && rs[j].From <= r.To {
+		r.From = min(r.From, rs[j].From)
+		r.To = max(r.To, rs[j].To)
+		j++
+	}
+	return slices.Replace(rs, i, j, r)
+}
+
+// covered reports whether rs covers r entirely.
+func covered(rs []Range, r Range) bool {
+	for _, x := range rs {
+		if x.From <= r.From && r.To <= x.To {
+			return true
+		}
+	}
+	return false
+}
+
+// Reset forgets everything recorded (loader load --force). It is durable when it returns.
+func (m *Manifest) Reset() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.usable(); err != nil {
+		return err
+	}
+	m.w.Reset(m.f)
+	if err := m.f.Truncate(0); err != nil {
+		return m.fail(fmt.Errorf("manifest %s: reset: %w", m.path, err))
+	}
+	if _, err := m.f.WriteAt(headerLine(), 0); err != nil {
+		return m.fail(fmt.Errorf("manifest %s: reset: %w", m.path, err))
+	}
+	if _, err := m.f.Seek(0, io.SeekEnd); err != nil {
+		return m.fail(fmt.Errorf("manifest %s: reset: %w", m.path, err))
+	}
+	if err := m.f.Sync(); err != nil {
+		return m.fail(fmt.Errorf("manifest %s: reset: fsync: %w", m.path, err))
+	}
+	m.files = make(map[FileID]*fileState)
+	m.nfiles = 0
+	return nil
+}
+
+// Acked returns the unit's acknowledged row ranges, sorted and merged (nil when none).
+func (m *Manifest) Acked(f FileID, unit int) []Range {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if u := m.lookup(f, unit); u != nil && len(u.acked) > 0 {
+		return slices.Clone(u.acked)
+	}
+	return nil
+}
+
+// UnitRowCount returns the unit's row count recorded by UnitRows, and whether it was recorded.
+func (m *Manifest) UnitRowCount(f FileID, unit int) (int64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if u := m.lookup(f, unit); u != nil && u.rows >= 0 {
+		return u.rows, true
+	}
+	return 0, false
+}
 
 // UnitDone reports whether every row of the unit is acknowledged (its row count must have been
 // recorded with UnitRows).
-func (m *Manifest) UnitDone(f FileID, unit int) bool { panic("manifest: not implemented") }
+func (m *Manifest) UnitDone(f FileID, unit int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u := m.lookup(f, unit)
+	if u == nil || u.rows < 0 {
+		return false
+	}
+	return u.rows == 0 || covered(u.acked, Range{0, u.rows})
+}
+
+func (m *Manifest) lookup(f FileID, unit int) *unitState {
+	fs := m.files[f]
+	if fs == nil {
+		return nil
+	}
+	return fs.units[unit]
+}
 
 // Ack records that rows r of the unit are acknowledged. Records are buffered; Sync makes them durable.
-func (m *Manifest) Ack(f FileID, unit int, r Range) error { panic("manifest: not implemented") }
+// An empty range is a no-op; a negative or reversed one, or one past the unit's recorded row count,
+// is an error. Ranges already recorded are not written again.
+func (m *Manifest) Ack(f FileID, unit int, r Range) error {
+	if r.From == r.To && r.From >= 0 {
+		return nil
+	}
+	if unit < 0 || r.From < 0 || r.To < r.From {
+		return fmt.Errorf("manifest: %s unit %d: invalid row range [%d,%d)", f.Path, unit, r.From, r.To)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.usable(); err != nil {
+		return err
+	}
+	fs := m.fileLocked(f)
+	u := fs.unit(unit)
+	if u.rows >= 0 && r.To > u.rows {
+		return fmt.Errorf("manifest: %s unit %d: rows [%d,%d) past the unit's %d rows", f.Path, unit, r.From, r.To, u.rows)
+	}
+	if covered(u.acked, r) {
+		return nil
+	}
+	if err := m.declareLocked(f, fs); err != nil {
+		return err
+	}
+	var buf [96]byte
+	if _, err := m.w.Write(appendAckLine(buf[:0], fs.idx, unit, r)); err != nil {
+		return m.fail(fmt.Errorf("manifest %s: write: %w", m.path, err))
+	}
+	u.acked = addRange(u.acked, r)
+	return nil
+}
 
-// UnitRows records the unit's total row count, once the reader has seen all of it.
-func (m *Manifest) UnitRows(f FileID, unit int, rows int64) error { panic("manifest: not implemented") }
+// UnitRows records the unit's total row count, once the reader has seen all of it. Recording the same
+// count again is a no-op; a different count, or one below rows already acknowledged, is an error.
+func (m *Manifest) UnitRows(f FileID, unit int, rows int64) error {
+	if unit < 0 || rows < 0 {
+		return fmt.Errorf("manifest: %s unit %d: invalid row count %d", f.Path, unit, rows)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.usable(); err != nil {
+		return err
+	}
+	fs := m.fileLocked(f)
+	u := fs.unit(unit)
+	switch {
+	case u.rows == rows:
+		return nil
+	case u.rows >= 0:
+		return fmt.Errorf("manifest: %s unit %d: row count %d, but %d was recorded before", f.Path, unit, rows, u.rows)
+	case len(u.acked) > 0 && u.acked[len(u.acked)-1].To > rows:
+		return fmt.Errorf("manifest: %s unit %d: row count %d, but rows up to %d were acknowledged", f.Path, unit, rows, u.acked[len(u.acked)-1].To)
+	}
+	if err := m.declareLocked(f, fs); err != nil {
+		return err
+	}
+	var buf [96]byte
+	if _, err := m.w.Write(appendRowsLine(buf[:0], fs.idx, unit, rows)); err != nil {
+		return m.fail(fmt.Errorf("manifest %s: write: %w", m.path, err))
+	}
+	u.rows = rows
+	return nil
+}
 
-// Sync writes and fsyncs buffered records.
-func (m *Manifest) Sync() error { panic("manifest: not implemented") }
+// fileLocked returns f's state, creating it (undeclared) if needed.
+func (m *Manifest) fileLocked(f FileID) *fileState {
+	fs := m.files[f]
+	if fs == nil {
+		fs = &fileState{idx: m.nfiles, units: map[int]*unitState{}}
+		m.nfiles++
+		m.files[f] = fs
+	}
+	return fs
+}
 
-// Close syncs and releases the manifest.
-func (m *Manifest) Close() error { panic("manifest: not implemented") }
+// declareLocked writes f's "file" line if it has not been written yet.
+func (m *Manifest) declareLocked(f FileID, fs *fileState) error {
+	if fs.declared {
+		return nil
+	}
+	if _, err := m.w.Write(appendFileLine(nil, fs.idx, f)); err != nil {
+		return m.fail(fmt.Errorf("manifest %s: write: %w", m.path, err))
+	}
+	fs.declared = true
+	return nil
+}
+
+func (m *Manifest) usable() error {
+	if m.closed {
+		return fmt.Errorf("manifest %s: %w", m.path, ErrClosed)
+	}
+	return m.err
+}
+
+// fail makes err sticky: after a failed write or fsync nothing more is written (the state of the file
+// is unknown).
+func (m *Manifest) fail(err error) error {
+	if m.err == nil {
+		m.err = err
+	}
+	return m.err
+}
+
+// Sync writes and fsyncs buffered records. Concurrent calls share fsyncs: a call returns once an fsync
+// that started after its records were written has finished.
+func (m *Manifest) Sync() error {
+	m.mu.Lock()
+	if err := m.usable(); err != nil {
+		m.mu.Unlock()
+		return err
+	}
+	if m.w.Buffered() > 0 {
+		if err := m.w.Flush(); err != nil {
+			err = m.fail(fmt.Errorf("manifest %s: write: %w", m.path, err))
+			m.mu.Unlock()
+			return err
+		}
+		m.written++
+	}
+	mine := m.written
+	m.mu.Unlock()
+
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
+	if m.synced >= mine {
+		return nil
+	}
+	m.mu.Lock()
+	target, f := m.written, m.f
+	err := m.usable()
+	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		m.mu.Lock()
+		err = m.fail(fmt.Errorf("manifest %s: fsync: %w", m.path, err))
+		m.mu.Unlock()
+		return err
+	}
+	m.synced = target
+	return nil
+}
+
+// Close syncs and releases the manifest. Closing twice is a no-op.
+func (m *Manifest) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.mu.Unlock()
+	err := m.Sync()
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	if cerr := m.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("manifest %s: close: %w", m.path, cerr)
+	}
+	m.lock.Close() // releases the lock
+	return err
+}
+
+func syncFileAndDir(f *os.File, path string) error {
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("manifest %s: fsync: %w", path, err)
+	}
+	return syncDir(path)
+}
+
+// syncDir fsyncs the directory holding path, so a created or renamed file survives a crash. Windows
+// cannot sync a directory and is skipped.
+func syncDir(path string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("manifest %s: open directory: %w", path, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("manifest %s: fsync directory: %w", path, err)
+	}
+	return nil
+}

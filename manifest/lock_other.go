@@ -1,0 +1,8 @@
+//go:build !unix && !windows
+
+package manifest
+
+import "os"
+
+// lockFile does nothing where the platform has no advisory file locks.
+func lockFile(*os.File) error { return nil }
