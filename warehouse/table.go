@@ -74,6 +74,9 @@ func (t *Table) update(ctx context.Context, fn func(st *delta.State, schema *tab
 	if err := t.parseSchemaLocked(); err != nil {
 		return err
 	}
+	if err := delta.CheckReadable(t.state.Protocol, t.state.MetaData); err != nil {
+		return fmt.Errorf("%s: %w", t.logDir, err)
+	}
 	return fn(t.state, t.schema)
 }
 

@@ -2,6 +2,7 @@ package delta
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 )
 
@@ -141,3 +142,50 @@ func ParseStats(s string) (Stats, error) {
 	err := d.Decode(&st)
 	return st, err
 }
+
+// Features this package can honour.
+var (
+	readableFeatures = map[string]bool{FeatureTimestampNTZ: true}
+	writableFeatures = map[string]bool{FeatureTimestampNTZ: true, "appendOnly": true}
+)
+
+// CheckReadable returns an error naming what a reader of this package cannot honour: a reader version
+// above 3, an unknown reader feature, or column mapping.
+func CheckReadable(p *Protocol, m *MetaData) error {
+	if mode := m.Configuration["delta.columnMapping.mode"]; mode != "" && mode != "none" {
+		return fmt.Errorf("column mapping mode %q is not supported", mode)
+	}
+	switch {
+	case p.MinReaderVersion <= 2:
+		return nil
+	case p.MinReaderVersion == 3:
+		for _, f := range p.ReaderFeatures {
+			if !readableFeatures[f] {
+				return fmt.Errorf("reader feature %q is not supported", f)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("reader version %d is not supported", p.MinReaderVersion)
+}
+
+// CheckWritable returns an error naming what a writer of this package cannot honour: writer versions
+// 3 to 6 (constraints, generated and identity columns, column mapping, ...), unknown writer features,
+// and versions above 7.
+func CheckWritable(p *Protocol) error {
+	switch {
+	case p.MinWriterVersion <= 2:
+		return nil
+	case p.MinWriterVersion == 7:
+		for _, f := range p.WriterFeatures {
+			if !writableFeatures[f] {
+				return fmt.Errorf("writer feature %q is not supported", f)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("writer version %d is not supported", p.MinWriterVersion)
+}
+
+// AppendOnly reports whether the table's configuration forbids removing data.
+func (m *MetaData) AppendOnly() bool { return m.Configuration["delta.appendOnly"] == "true" }

@@ -23,6 +23,9 @@ var (
 	ErrVersionExists = errors.New("delta: version already exists")
 	// ErrCheckpointUnsupported means the log has a checkpoint, which this package cannot read.
 	ErrCheckpointUnsupported = errors.New("delta: checkpoints are not supported")
+	// ErrNotDurable means a commit file was created (the version is visible) but the log directory
+	// could not be fsync'd afterwards.
+	ErrNotDurable = errors.New("delta: version created but not synced")
 	// ErrCorrupt is the base of errors for a commit file that is not valid Delta JSON.
 	ErrCorrupt = errors.New("delta: malformed commit file")
 )
@@ -148,7 +151,8 @@ func EncodeCommit(actions []Action) ([]byte, error) {
 // WriteVersion durably creates the commit file for version with content data: it writes a temporary
 // file in logDir, fsyncs it, hard-links it to the version's name (which fails if that name exists),
 // removes the temporary name and fsyncs logDir. If the version exists it returns an error wrapping
-// ErrVersionExists and leaves the log unchanged.
+// ErrVersionExists and leaves the log unchanged. An error wrapping ErrNotDurable means the version
+// was created; any other error means it was not.
 func WriteVersion(logDir string, version int64, data []byte) error {
 	tmp := filepath.Join(logDir, "."+VersionFileName(version)+"."+uuid.NewString()+".tmp")
 	if err := writeFileSync(tmp, data); err != nil {
@@ -163,10 +167,10 @@ func WriteVersion(logDir string, version int64, data []byte) error {
 		return fmt.Errorf("delta: create %s: %w", final, err)
 	}
 	if err := os.Remove(tmp); err != nil {
-		return fmt.Errorf("delta: remove %s: %w", tmp, err)
+		return fmt.Errorf("%w: %s: remove %s: %w", ErrNotDurable, final, tmp, err)
 	}
 	if err := SyncDir(logDir); err != nil {
-		return fmt.Errorf("delta: commit %s: %w", final, err)
+		return fmt.Errorf("%w: %s: %w", ErrNotDurable, final, err)
 	}
 	return nil
 }
