@@ -224,9 +224,9 @@ func TestSchemaMismatch(t *testing.T) {
 	e := start(t, "")
 	name, _ := e.createTable("main.default.t", "id BIGINT NOT NULL, name STRING, amount DOUBLE NOT NULL, tags ARRAY<STRING>")
 	stream := arrow.NewSchema([]arrow.Field{
-		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},           // utf8, not large_utf8
-		{Name: "id", Type: arrow.PrimitiveTypes.Int64},                           // out of order
-		{Name: "extra", Type: arrow.PrimitiveTypes.Int32, Nullable: true},        // not in table
+		{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},               // utf8, not large_utf8
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},                               // out of order
+		{Name: "extra", Type: arrow.PrimitiveTypes.Int32, Nullable: true},            // not in table
 		{Name: "tags", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true}, // element named "item" but utf8
 	}, nil) // amount (NOT NULL) missing
 	schemaFrame, _ := encode(t, stream, nil)
@@ -433,4 +433,3 @@ func TestCancelledClient(t *testing.T) {
 		t.Errorf("DoPut on a cancelled context = %v; want Canceled", err)
 	}
 }
-
