@@ -1,18 +1,12 @@
-// Package readers turns Parquet, CSV and Arrow IPC (file and stream) files into Arrow record batches.
-//
-// API CONTRACT (written before the implementation; the implementer fills in the bodies and may add
-// to it, but must not change these signatures without updating every caller).
-//
-// Work is split into units so that several files and units decode at once and a load can resume at
-// unit granularity: a Parquet row group, an IPC file's record batch, a whole CSV or IPC stream file.
-// Reading a unit twice yields the same rows in the same order, so a resume can skip rows it already
-// delivered. Memory is bounded by bytes: batches are sized to WithBatchBytes, never by a row count the
-// file controls.
 package readers
 
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -34,7 +28,34 @@ const (
 )
 
 // String returns "parquet", "csv", "arrow-file" or "arrow-stream".
-func (f Format) String() string { panic("readers: not implemented") }
+func (f Format) String() string {
+	switch f {
+	case FormatParquet:
+		return "parquet"
+	case FormatCSV:
+		return "csv"
+	case FormatIPCFile:
+		return "arrow-file"
+	case FormatIPCStream:
+		return "arrow-stream"
+	}
+	return "unknown"
+}
+
+// ParseFormat parses the names String returns (and "arrow" for arrow-file, "ipc" and "feather" too).
+func ParseFormat(s string) (Format, error) {
+	switch s {
+	case "parquet":
+		return FormatParquet, nil
+	case "csv", "tsv":
+		return FormatCSV, nil
+	case "arrow-file", "arrow", "ipc", "feather":
+		return FormatIPCFile, nil
+	case "arrow-stream", "arrows":
+		return FormatIPCStream, nil
+	}
+	return FormatUnknown, fmt.Errorf("%w: %q (want parquet, csv, arrow-file or arrow-stream)", ErrUnknownFormat, s)
+}
 
 // Errors callers test with errors.Is.
 var (
@@ -43,6 +64,12 @@ var (
 	// ErrCorrupt is the base of errors for files that cannot be decoded (including decoder panics,
 	// which are recovered and reported as errors naming the file).
 	ErrCorrupt = errors.New("corrupt file")
+	// ErrEncrypted is returned for Parquet files with encrypted columns or footer: no key is
+	// configured. It wraps ErrCorrupt, as the file cannot be decoded.
+	ErrEncrypted = fmt.Errorf("%w: encrypted; no key", ErrCorrupt)
+	// ErrBadRow is the base of errors for a CSV row that cannot be parsed into its column types. Its
+	// *RowError names the file, line and column, never the value.
+	ErrBadRow = errors.New("bad row")
 )
 
 // File is one source file.
@@ -51,22 +78,19 @@ type File struct {
 	Size    int64
 	ModTime time.Time
 	Format  Format
+	// Partitions are the Hive-style key=value directory components between the source root and the
+	// file, outermost first (for data/year=2024/month=01/f.parquet: year=2024, month=01). Values are
+	// URL-unescaped; __HIVE_DEFAULT_PARTITION__ is kept as is and read as null.
+	Partitions []Partition
 }
 
-// DiscoverOption configures Discover.
-type DiscoverOption func(*discoverConfig)
-
-type discoverConfig struct{}
-
-// Discover expands sources (files, directories walked recursively, and globs) into files in a
-// deterministic order: sources in the order given, each expanded in lexical path order, duplicates
-// removed. Hidden and metadata entries are skipped: names starting with "." or "_" (such as _SUCCESS
-// and _delta_log) and *.crc files. The format comes from the extension (.parquet/.parq/.pq, .csv/.tsv,
-// .arrow/.feather/.ipc, .arrows) and is checked against the magic bytes. A source that matches no file
-// is an error wrapping ErrNoFiles.
-func Discover(ctx context.Context, sources []string, opts ...DiscoverOption) ([]File, error) {
-	panic("readers: not implemented")
+// Partition is one Hive partition directory, key=value.
+type Partition struct {
+	Key, Value string
 }
+
+// HiveNull is the partition value Hive and Spark write for a null.
+const HiveNull = "__HIVE_DEFAULT_PARTITION__"
 
 // Unit is one independently readable part of a file.
 type Unit struct {
@@ -91,19 +115,147 @@ type Source interface {
 // Option configures Open.
 type Option func(*config)
 
-type config struct{}
+type config struct {
+	mem            memory.Allocator
+	batchBytes     int64
+	table          *tableschema.Schema
+	csv            CSVOptions
+	logger         *slog.Logger
+	parallel       int
+	partitionCols  bool
+	maxAlloc       int64
+	ipcGroupTarget int64
+}
 
-// WithAllocator sets the allocator for decoded batches. Default memory.DefaultAllocator.
-func WithAllocator(mem memory.Allocator) Option { panic("readers: not implemented") }
+const defaultBatchBytes = 8 << 20
 
-// WithBatchBytes sets the target decoded size of one batch. Default 8 MiB; at least one row.
-func WithBatchBytes(n int64) Option { panic("readers: not implemented") }
+func newConfig(opts []Option) config {
+	c := config{
+		mem:           memory.DefaultAllocator,
+		batchBytes:    defaultBatchBytes,
+		logger:        slog.New(slog.DiscardHandler),
+		partitionCols: true,
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// WithAllocator sets the allocator for decoded batches. Default memory.DefaultAllocator; nil keeps
+// the default.
+func WithAllocator(mem memory.Allocator) Option {
+	return func(c *config) {
+		if mem != nil {
+			c.mem = mem
+		}
+	}
+}
+
+// WithBatchBytes sets the target decoded size of one batch. Default 8 MiB; at least one row. Values
+// below 1 are raised to 1 (every batch then holds one row).
+func WithBatchBytes(n int64) Option {
+	return func(c *config) {
+		if n < 1 {
+			n = 1
+		}
+		c.batchBytes = n
+	}
+}
 
 // WithTable gives the target table, so CSV columns are parsed straight into its canonical types
-// (columns the table lacks are read as strings). Without it CSV columns are inferred.
-func WithTable(t *tableschema.Schema) Option { panic("readers: not implemented") }
+// (columns the table lacks are read as strings) and Hive partition values take their column's type.
+// Without it CSV columns are inferred and partition values are strings.
+func WithTable(t *tableschema.Schema) Option { return func(c *config) { c.table = t } }
+
+// WithCSV sets the CSV dialect. Default: the zero CSVOptions (see its fields for what zero means).
+// Open checks the options and returns an error for an invalid combination.
+func WithCSV(o CSVOptions) Option { return func(c *config) { c.csv = o } }
+
+// WithLogger sets the logger. Default: discard.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+// WithParquetParallelism sets how many columns of one Parquet batch decode at once. Default 0:
+// min(GOMAXPROCS, columns) for files with 4 or more top-level columns, else 1. Negative values mean
+// the default.
+func WithParquetParallelism(n int) Option { return func(c *config) { c.parallel = n } }
+
+// WithPartitionColumns appends a file's Hive partition values (File.Partitions) to every batch as
+// columns, after the file's own columns. A file column of the same name wins. Default true.
+func WithPartitionColumns(on bool) Option { return func(c *config) { c.partitionCols = on } }
+
+// WithMaxAllocation caps one buffer allocation made while decoding. A corrupt length that asks for
+// more fails the unit with ErrCorrupt instead of exhausting memory. Default 0: the larger of 1 GiB,
+// 64 times the file size and 8 times the batch bytes.
+func WithMaxAllocation(n int64) Option { return func(c *config) { c.maxAlloc = n } }
+
+func (c *config) allocLimit(fileSize int64) int64 {
+	if c.maxAlloc > 0 {
+		return c.maxAlloc
+	}
+	return max(1<<30, 64*fileSize, 8*c.batchBytes)
+}
+
+func (c *config) parquetParallel(cols int) int {
+	if c.parallel > 0 {
+		return min(c.parallel, max(cols, 1))
+	}
+	if cols < 4 {
+		return 1
+	}
+	return min(runtime.GOMAXPROCS(0), cols)
+}
 
 // Open opens a file for reading. It reads only the metadata it needs to list units.
 func Open(ctx context.Context, f File, opts ...Option) (Source, error) {
-	panic("readers: not implemented")
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	cfg := newConfig(opts)
+	if f.Format == FormatUnknown || f.Size == 0 && f.ModTime.IsZero() {
+		// A File built by hand: fill what Discover would have.
+		st, err := os.Stat(f.Path)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Path, err)
+		}
+		if f.Size == 0 {
+			f.Size = st.Size()
+		}
+		if f.ModTime.IsZero() {
+			f.ModTime = st.ModTime()
+		}
+		if f.Format == FormatUnknown {
+			fm, err := detectFormat(f.Path, FormatUnknown)
+			if err != nil {
+				return nil, err
+			}
+			f.Format = fm
+		}
+	}
+	var (
+		src Source
+		err error
+	)
+	switch f.Format {
+	case FormatParquet:
+		src, err = openParquet(ctx, f, &cfg)
+	case FormatIPCFile:
+		src, err = openIPCFile(ctx, f, &cfg)
+	case FormatIPCStream:
+		src, err = openIPCStream(ctx, f, &cfg)
+	case FormatCSV:
+		src, err = openCSV(ctx, f, &cfg)
+	default:
+		return nil, fmt.Errorf("%s: %w", f.Path, ErrUnknownFormat)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return withPartitions(src, &cfg)
 }

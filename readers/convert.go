@@ -1,0 +1,402 @@
+package readers
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/loaderproject/loader/schemamatch"
+	"github.com/loaderproject/loader/tableschema"
+)
+
+// conv parses text fields of one column into a builder, in two steps so that a row is appended
+// only when every field of it parses: parse checks a field and keeps its value pending, then
+// commit appends it. Reasons never contain the field's text.
+type conv interface {
+	parse(b []byte) (reason string)
+	commit()
+	null()
+	builder() array.Builder
+}
+
+type convOptions struct {
+	nulls       [][]byte
+	stringNulls bool
+	tsLayout    string
+	dateLayout  string
+}
+
+func (o *convOptions) isNull(b []byte) bool {
+	for _, n := range o.nulls {
+		if bytes.Equal(b, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// unsafeString views b as a string for parsing; the string must not outlive b.
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// csvType is the Arrow type a CSV column is parsed into for a table column: the canonical type.
+func csvType(t tableschema.Type) arrow.DataType { return t.Arrow() }
+
+// newConv returns the converter for dt. dec is set for DECIMAL columns (text validated and
+// normalised to the scale).
+func newConv(mem memory.Allocator, b array.Builder, dec *tableschema.Type, o *convOptions) conv {
+	base := convBase{o: o}
+	switch bb := b.(type) {
+	case *array.BooleanBuilder:
+		return &boolConv{convBase: base, b: bb}
+	case *array.Int8Builder:
+		return &intConv[int8]{convBase: base, app: bb.Append, nul: bb.AppendNull, b: bb, bits: 8}
+	case *array.Int16Builder:
+		return &intConv[int16]{convBase: base, app: bb.Append, nul: bb.AppendNull, b: bb, bits: 16}
+	case *array.Int32Builder:
+		return &intConv[int32]{convBase: base, app: bb.Append, nul: bb.AppendNull, b: bb, bits: 32}
+	case *array.Int64Builder:
+		return &intConv[int64]{convBase: base, app: bb.Append, nul: bb.AppendNull, b: bb, bits: 64}
+	case *array.Float32Builder:
+		return &floatConv[float32]{convBase: base, app: bb.Append, nul: bb.AppendNull, b: bb, bits: 32}
+	case *array.Float64Builder:
+		return &floatConv[float64]{convBase: base, app: bb.Append, nul: bb.AppendNull, b: bb, bits: 64}
+	case *array.Date32Builder:
+		return &dateConv{convBase: base, b: bb}
+	case *array.TimestampBuilder:
+		return &tsConv{convBase: base, b: bb, zoned: bb.Type().(*arrow.TimestampType).TimeZone != ""}
+	case *array.LargeStringBuilder:
+		if dec != nil {
+			return &decConv{convBase: base, b: bb.BinaryBuilder, bld: bb, prec: dec.Precision, scale: dec.Scale}
+		}
+		return &textConv{convBase: base, b: bb.BinaryBuilder, bld: bb}
+	case *array.BinaryBuilder: // large_binary: the field's bytes as they are
+		return &textConv{convBase: base, b: bb, bld: bb}
+	}
+	return &jsonConv{convBase: base, b: b, mem: mem}
+}
+
+type convBase struct {
+	o      *convOptions
+	isNull bool
+}
+
+type boolConv struct {
+	convBase
+	b *array.BooleanBuilder
+	v bool
+}
+
+func (c *boolConv) builder() array.Builder { return c.b }
+func (c *boolConv) null()                  { c.b.AppendNull() }
+func (c *boolConv) parse(b []byte) string {
+	if c.isNull = c.o.isNull(b); c.isNull {
+		return ""
+	}
+	switch strings.ToLower(unsafeString(bytes.TrimSpace(b))) {
+	case "true", "t", "yes", "y", "1":
+		c.v = true
+	case "false", "f", "no", "n", "0":
+		c.v = false
+	default:
+		return "not a boolean (want true or false)"
+	}
+	return ""
+}
+func (c *boolConv) commit() {
+	if c.isNull {
+		c.b.AppendNull()
+		return
+	}
+	c.b.Append(c.v)
+}
+
+type intConv[T int8 | int16 | int32 | int64] struct {
+	convBase
+	b    array.Builder
+	app  func(T)
+	nul  func()
+	bits int
+	v    T
+}
+
+func (c *intConv[T]) builder() array.Builder { return c.b }
+func (c *intConv[T]) null()                  { c.nul() }
+func (c *intConv[T]) parse(b []byte) string {
+	if c.isNull = c.o.isNull(b); c.isNull {
+		return ""
+	}
+	v, err := strconv.ParseInt(unsafeString(bytes.TrimSpace(b)), 10, c.bits)
+	if err != nil {
+		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+			return fmt.Sprintf("integer out of range for %d bits", c.bits)
+		}
+		return "not an integer"
+	}
+	c.v = T(v)
+	return ""
+}
+func (c *intConv[T]) commit() {
+	if c.isNull {
+		c.nul()
+		return
+	}
+	c.app(c.v)
+}
+
+type floatConv[T float32 | float64] struct {
+	convBase
+	b    array.Builder
+	app  func(T)
+	nul  func()
+	bits int
+	v    T
+}
+
+func (c *floatConv[T]) builder() array.Builder { return c.b }
+func (c *floatConv[T]) null()                  { c.nul() }
+func (c *floatConv[T]) parse(b []byte) string {
+	if c.isNull = c.o.isNull(b); c.isNull {
+		return ""
+	}
+	v, err := strconv.ParseFloat(unsafeString(bytes.TrimSpace(b)), c.bits)
+	if err != nil {
+		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+			return fmt.Sprintf("number out of range for a %d-bit float", c.bits)
+		}
+		return "not a number"
+	}
+	c.v = T(v)
+	return ""
+}
+func (c *floatConv[T]) commit() {
+	if c.isNull {
+		c.nul()
+		return
+	}
+	c.app(c.v)
+}
+
+type textConv struct {
+	convBase
+	b   *array.BinaryBuilder
+	bld array.Builder
+	v   []byte
+}
+
+func (c *textConv) builder() array.Builder { return c.bld }
+func (c *textConv) null()                  { c.b.AppendNull() }
+func (c *textConv) parse(b []byte) string {
+	c.isNull = c.o.stringNulls && c.o.isNull(b)
+	c.v = b
+	return ""
+}
+func (c *textConv) commit() {
+	if c.isNull {
+		c.b.AppendNull()
+		return
+	}
+	c.b.Append(c.v)
+}
+
+type decConv struct {
+	convBase
+	b           *array.BinaryBuilder
+	bld         array.Builder
+	prec, scale int
+	v           []byte
+}
+
+func (c *decConv) builder() array.Builder { return c.bld }
+func (c *decConv) null()                  { c.b.AppendNull() }
+func (c *decConv) parse(b []byte) string {
+	if c.isNull = c.o.isNull(b); c.isNull {
+		return ""
+	}
+	var reason string
+	c.v, reason = schemamatch.NormalizeDecimal(c.v[:0], unsafeString(b), c.prec, c.scale)
+	return reason
+}
+func (c *decConv) commit() {
+	if c.isNull {
+		c.b.AppendNull()
+		return
+	}
+	c.b.Append(c.v)
+}
+
+type dateConv struct {
+	convBase
+	b *array.Date32Builder
+	v arrow.Date32
+}
+
+func (c *dateConv) builder() array.Builder { return c.b }
+func (c *dateConv) null()                  { c.b.AppendNull() }
+func (c *dateConv) parse(b []byte) string {
+	if c.isNull = c.o.isNull(b); c.isNull {
+		return ""
+	}
+	layout := c.o.dateLayout
+	if layout == "" {
+		layout = time.DateOnly
+	}
+	t, err := time.Parse(layout, unsafeString(bytes.TrimSpace(b)))
+	if err != nil {
+		return fmt.Sprintf("not a date (want the layout %s)", layout)
+	}
+	days := math.Floor(float64(t.Unix()) / 86400)
+	if days > math.MaxInt32 || days < math.MinInt32 {
+		return "date out of range"
+	}
+	c.v = arrow.Date32(int32(days))
+	return ""
+}
+func (c *dateConv) commit() {
+	if c.isNull {
+		c.b.AppendNull()
+		return
+	}
+	c.b.Append(c.v)
+}
+
+type tsConv struct {
+	convBase
+	b       *array.TimestampBuilder
+	zoned   bool
+	v       arrow.Timestamp
+	scratch []byte
+}
+
+func (c *tsConv) builder() array.Builder { return c.b }
+func (c *tsConv) null()                  { c.b.AppendNull() }
+func (c *tsConv) parse(b []byte) string {
+	if c.isNull = c.o.isNull(b); c.isNull {
+		return ""
+	}
+	var t time.Time
+	var ok bool
+	t, ok, c.scratch = parseTimestamp(bytes.TrimSpace(b), c.o.tsLayout, c.scratch)
+	if !ok {
+		if c.o.tsLayout != "" {
+			return fmt.Sprintf("not a timestamp (want the layout %s)", c.o.tsLayout)
+		}
+		return "not a timestamp (want RFC 3339, such as 2006-01-02T15:04:05.999999Z)"
+	}
+	us, ok := timeMicros(t)
+	if !ok {
+		return "timestamp out of range"
+	}
+	c.v = arrow.Timestamp(us)
+	return ""
+}
+func (c *tsConv) commit() {
+	if c.isNull {
+		c.b.AppendNull()
+		return
+	}
+	c.b.Append(c.v)
+}
+
+// timeMicros converts t to microseconds since the epoch (UTC), truncating toward the past.
+func timeMicros(t time.Time) (int64, bool) {
+	sec := t.Unix()
+	if sec > math.MaxInt64/1_000_000-1 || sec < math.MinInt64/1_000_000+1 {
+		return 0, false
+	}
+	return sec*1_000_000 + int64(t.Nanosecond()/1000), true
+}
+
+var tsLayouts = []string{
+	"2006-01-02T15:04:05.999999999Z07:00",
+	"2006-01-02T15:04:05.999999999Z0700",
+	"2006-01-02T15:04:05.999999999Z07",
+	"2006-01-02T15:04:05.999999999",
+	"2006-01-02T15:04",
+	time.DateOnly,
+}
+
+// parseTimestamp parses RFC 3339 and its common variants (a space for the T, no zone meaning UTC,
+// a zone without a colon, a bare date), or layout when given. A value without a zone is UTC.
+func parseTimestamp(b []byte, layout string, scratch []byte) (time.Time, bool, []byte) {
+	if layout != "" {
+		t, err := time.Parse(layout, unsafeString(b))
+		return t, err == nil, scratch
+	}
+	if len(b) > 10 && b[10] == ' ' {
+		scratch = append(scratch[:0], b...)
+		scratch[10] = 'T'
+		b = scratch
+	}
+	s := unsafeString(b)
+	for _, l := range tsLayouts {
+		if t, err := time.Parse(l, s); err == nil {
+			return t, true, scratch
+		}
+	}
+	return time.Time{}, false, scratch
+}
+
+// hasZone reports whether a timestamp text carries a zone (Z or an offset after the time).
+func hasZone(s string) bool {
+	if len(s) <= 10 {
+		return false
+	}
+	rest := s[10:]
+	return strings.ContainsAny(rest, "Zz+") || strings.LastIndexByte(rest, '-') > 0
+}
+
+type jsonConv struct {
+	convBase
+	b       array.Builder
+	mem     memory.Allocator
+	scratch array.Builder
+	v       []byte
+}
+
+func (c *jsonConv) builder() array.Builder { return c.b }
+func (c *jsonConv) null()                  { c.b.AppendNull() }
+func (c *jsonConv) parse(b []byte) string {
+	if c.isNull = c.o.isNull(b); c.isNull {
+		return ""
+	}
+	// Try the value on a scratch builder first, so a bad one never half-fills the real one.
+	if c.scratch == nil {
+		c.scratch = array.NewBuilder(c.mem, c.b.Type())
+	}
+	err := c.scratch.AppendValueFromString(string(b))
+	c.scratch.NewArray().Release()
+	if err != nil {
+		return fmt.Sprintf("not JSON for %s", c.b.Type())
+	}
+	c.v = b
+	return ""
+}
+func (c *jsonConv) commit() {
+	if c.isNull {
+		c.b.AppendNull()
+		return
+	}
+	if err := c.b.AppendValueFromString(string(c.v)); err != nil {
+		panic(fmt.Errorf("a JSON value that parsed once does not parse again: %w", err))
+	}
+}
+
+func (c *jsonConv) release() {
+	if c.scratch != nil {
+		c.scratch.Release()
+		c.scratch = nil
+	}
+}

@@ -1,0 +1,524 @@
+package readers
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/loaderproject/loader/tableschema"
+)
+
+// CSVOptions is a CSV dialect. The zero value is RFC 4180 with a header row: comma-delimited
+// (tab-delimited for .tsv files), '"' quotes doubled inside quoted fields, LF or CRLF line ends,
+// empty fields null in every column that is not text.
+type CSVOptions struct {
+	// Delimiter separates fields. 0 means ',' (or '\t' for .tsv). It must be one ASCII byte.
+	Delimiter rune
+	// Quote encloses fields. 0 means '"'. NoQuote turns quoting off.
+	Quote   rune
+	NoQuote bool
+	// Escape, when set, makes the next byte literal inside quoted fields (such as '\\' for \").
+	// 0 means none: a quote inside a quoted field is written twice.
+	Escape rune
+	// Comment, when set, skips lines starting with it. Default 0: none.
+	Comment rune
+	// NoHeader says the first line is data. Columns then names the columns; without Columns they
+	// are named _c0, _c1, ... as Spark names them.
+	NoHeader bool
+	// Columns names the columns. With a header row, it replaces the header's names and must have as
+	// many names.
+	Columns []string
+	// NullValues are the texts read as null. nil means [""] (an empty field). They apply to
+	// columns that are not STRING or BINARY, and to those too with StringNulls.
+	NullValues  []string
+	StringNulls bool
+	// TimestampFormat is a Go time layout for TIMESTAMP columns, such as "2006-01-02 15:04:05".
+	// "" accepts RFC 3339 and its common variants: a space for the T, fractions to nanoseconds
+	// (truncated to microseconds), a zone with or without colon, no zone (read as UTC), or a bare
+	// date. A value with a zone bound for TIMESTAMP_NTZ is converted to UTC wall time.
+	TimestampFormat string
+	// DateFormat is a Go time layout for DATE columns. "" means 2006-01-02.
+	DateFormat string
+	// AllowRagged pads rows with too few fields with nulls. Rows with too many fields are always
+	// bad rows: nothing is dropped silently.
+	AllowRagged bool
+	// LazyQuotes accepts a quote inside an unquoted field, and text after a closing quote, as
+	// literal text.
+	LazyQuotes bool
+	// OnBadRow, when set, receives each row that cannot be parsed (wrong field count, a value that
+	// does not parse into its column) and the row is skipped; an error it returns stops the read.
+	// When nil, the first bad row fails the unit with a *RowError. It is called on the goroutine
+	// that called ReadUnit.
+	OnBadRow func(BadRow) error
+	// MaxRecordBytes bounds one record (an unterminated quote must not swallow the file). 0
+	// means 64 MiB.
+	MaxRecordBytes int
+	// InferRows is how many rows type inference samples when no table is given. 0 means 1000.
+	InferRows int
+}
+
+// BadRow is a CSV row that could not be parsed.
+type BadRow struct {
+	File   string
+	Line   int64    // the line the row starts on, 1-based
+	Column string   // "" when the row as a whole is wrong (its field count)
+	Reason string   // never contains the row's values
+	Fields []string // the row's raw fields, for a dead-letter file; never put in errors or logs
+}
+
+// RowError is the error for a bad CSV row when no OnBadRow is set. It names the file, line and
+// column, never the value.
+type RowError struct {
+	File   string
+	Line   int64
+	Column string
+	Reason string
+}
+
+func (e *RowError) Error() string {
+	if e.Column == "" {
+		return fmt.Sprintf("%s: line %d: %s", e.File, e.Line, e.Reason)
+	}
+	return fmt.Sprintf("%s: line %d, column %q: %s", e.File, e.Line, e.Column, e.Reason)
+}
+
+func (e *RowError) Unwrap() error { return ErrBadRow }
+
+func asciiByte(name string, r rune, def byte) (byte, error) {
+	if r == 0 {
+		return def, nil
+	}
+	if r < 0 || r > 127 {
+		return 0, fmt.Errorf("CSV %s %q: %w", name, r, errNotASCII)
+	}
+	return byte(r), nil
+}
+
+// dialect is CSVOptions checked and resolved for one file.
+type dialect struct {
+	delim, quote, esc, cmnt byte
+	conv                    convOptions
+	o                       CSVOptions
+}
+
+// Check reports an invalid combination of options.
+func (o CSVOptions) Check() error {
+	_, err := o.resolve("x.csv")
+	return err
+}
+
+func (o CSVOptions) resolve(path string) (*dialect, error) {
+	d := &dialect{o: o}
+	def := byte(',')
+	n := strings.ToLower(path)
+	for _, c := range []string{".gz", ".gzip", ".zst", ".zstd"} {
+		n = strings.TrimSuffix(n, c)
+	}
+	if filepath.Ext(n) == ".tsv" {
+		def = '\t'
+	}
+	var err error
+	if d.delim, err = asciiByte("delimiter", o.Delimiter, def); err != nil {
+		return nil, err
+	}
+	if d.quote, err = asciiByte("quote", o.Quote, '"'); err != nil {
+		return nil, err
+	}
+	if d.esc, err = asciiByte("escape", o.Escape, 0); err != nil {
+		return nil, err
+	}
+	if d.cmnt, err = asciiByte("comment", o.Comment, 0); err != nil {
+		return nil, err
+	}
+	if d.delim == '\n' || d.delim == '\r' || (!o.NoQuote && d.delim == d.quote) || d.delim == d.esc || (d.cmnt != 0 && d.cmnt == d.delim) {
+		return nil, fmt.Errorf("CSV options: the delimiter %q clashes with the quote, escape, comment or line end", d.delim)
+	}
+	if d.quote == '\n' || d.quote == '\r' {
+		return nil, fmt.Errorf("CSV options: the quote cannot be a line end")
+	}
+	if o.MaxRecordBytes < 0 || o.InferRows < 0 {
+		return nil, fmt.Errorf("CSV options: MaxRecordBytes and InferRows must not be negative")
+	}
+	nulls := o.NullValues
+	if nulls == nil {
+		nulls = []string{""}
+	}
+	for _, s := range nulls {
+		d.conv.nulls = append(d.conv.nulls, []byte(s))
+	}
+	d.conv.stringNulls = o.StringNulls
+	d.conv.tsLayout = o.TimestampFormat
+	d.conv.dateLayout = o.DateFormat
+	return d, nil
+}
+
+func (d *dialect) maxRecord() int {
+	if d.o.MaxRecordBytes > 0 {
+		return d.o.MaxRecordBytes
+	}
+	return 64 << 20
+}
+
+func (d *dialect) tokenizer(r io.Reader) *tokenizer {
+	return &tokenizer{
+		br: bufio.NewReaderSize(r, 256<<10), delim: d.delim, quote: d.quote, esc: d.esc, cmnt: d.cmnt,
+		noQuote: d.o.NoQuote, lazy: d.o.LazyQuotes, max: d.maxRecord(),
+	}
+}
+
+// openText opens a CSV file, undoing gzip or zstd compression (told by magic bytes) and skipping a
+// UTF-8 byte-order mark.
+func openText(path string) (io.Reader, func() error, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	br := bufio.NewReaderSize(fh, 64<<10)
+	head, _ := br.Peek(4)
+	var r io.Reader = br
+	closers := []func() error{fh.Close}
+	switch {
+	case bytes.HasPrefix(head, magicGzip):
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			fh.Close()
+			return nil, nil, fmt.Errorf("%w: gzip: %w", ErrCorrupt, err)
+		}
+		r = zr
+		closers = append([]func() error{zr.Close}, closers...)
+	case bytes.HasPrefix(head, magicZstd):
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(1<<30))
+		if err != nil {
+			fh.Close()
+			return nil, nil, fmt.Errorf("%w: zstd: %w", ErrCorrupt, err)
+		}
+		r = zr.IOReadCloser()
+		closers = append([]func() error{func() error { zr.Close(); return nil }}, closers...)
+	}
+	bom := bufio.NewReaderSize(r, 64<<10)
+	if b, err := bom.Peek(3); err == nil && bytes.Equal(b, []byte{0xEF, 0xBB, 0xBF}) {
+		bom.Discard(3)
+	}
+	closeAll := func() error {
+		var first error
+		for _, c := range closers {
+			if err := c(); err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
+	return bom, closeAll, nil
+}
+
+// csvSource reads a CSV file as one unit.
+type csvSource struct {
+	f        File
+	cfg      *config
+	d        *dialect
+	schema   *arrow.Schema
+	names    []string
+	decimals []*tableschema.Type // per column, for DECIMAL columns
+	batch    int                 // rows per batch
+}
+
+func openCSV(ctx context.Context, f File, cfg *config) (Source, error) {
+	d, err := cfg.csv.resolve(f.Path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	s := &csvSource{f: f, cfg: cfg, d: d}
+	r, closeFn, err := openText(f.Path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	defer closeFn()
+	t := d.tokenizer(r)
+	// header
+	if !d.o.NoHeader {
+		if _, err := t.next(); err != nil {
+			if err == io.EOF {
+				return nil, fmt.Errorf("%w: %s: empty file, no header row", ErrCorrupt, f.Path)
+			}
+			return nil, s.readErr(err)
+		}
+		s.names = t.strings()
+		if len(d.o.Columns) > 0 {
+			if len(d.o.Columns) != len(s.names) {
+				return nil, fmt.Errorf("%s: %d column names given for a header of %d columns", f.Path, len(d.o.Columns), len(s.names))
+			}
+			s.names = append([]string(nil), d.o.Columns...)
+		}
+	} else {
+		s.names = append([]string(nil), d.o.Columns...)
+	}
+	// sample rows: to infer types, to size batches and, without a header or names, to count columns
+	sampleN := d.o.InferRows
+	if sampleN == 0 {
+		sampleN = 1000
+	}
+	var sample [][]string
+	var sampleBytes int64
+	for len(sample) < sampleN && sampleBytes < 4<<20 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if _, err := t.next(); err != nil {
+			if err == io.EOF {
+				break
+			}
+			return nil, s.readErr(err)
+		}
+		row := t.strings()
+		for _, v := range row {
+			sampleBytes += int64(len(v)) + 1
+		}
+		sample = append(sample, row)
+	}
+	if s.names == nil {
+		width := 0
+		if len(sample) > 0 {
+			width = len(sample[0])
+		}
+		for i := 0; i < width; i++ {
+			s.names = append(s.names, "_c"+strconv.Itoa(i))
+		}
+	}
+	seen := map[string]int{}
+	for i, n := range s.names {
+		if n == "" {
+			n = "_c" + strconv.Itoa(i)
+			s.names[i] = n
+		}
+		if j, dup := seen[n]; dup {
+			return nil, fmt.Errorf("%s: columns %d and %d are both named %q", f.Path, j+1, i+1, n)
+		}
+		seen[n] = i
+	}
+	if len(s.names) == 0 {
+		return nil, fmt.Errorf("%w: %s: no columns", ErrCorrupt, f.Path)
+	}
+	fields := make([]arrow.Field, len(s.names))
+	s.decimals = make([]*tableschema.Type, len(s.names))
+	for i, n := range s.names {
+		fields[i] = arrow.Field{Name: n, Nullable: true}
+		if cfg.table != nil {
+			if col, ok := lookupColumn(cfg.table, n); ok {
+				fields[i].Type = csvType(col.Type)
+				if col.Type.Kind == tableschema.Decimal {
+					tcopy := col.Type
+					s.decimals[i] = &tcopy
+				}
+				continue
+			}
+			fields[i].Type = arrow.BinaryTypes.LargeString
+			continue
+		}
+		fields[i].Type = inferType(sample, i, &d.conv)
+	}
+	s.schema = arrow.NewSchema(fields, nil)
+	per := int64(8 * len(fields))
+	if len(sample) > 0 {
+		per += sampleBytes / int64(len(sample))
+	}
+	s.batch = int(max(1, min(cfg.batchBytes/max(per, 1), 1<<24)))
+	return s, nil
+}
+
+// lookupColumn finds a table column by exact name, else ignoring ASCII case.
+func lookupColumn(t *tableschema.Schema, name string) (tableschema.Field, bool) {
+	if i := t.FieldIndex(name); i >= 0 {
+		return t.Fields[i], true
+	}
+	for _, f := range t.Fields {
+		if strings.EqualFold(f.Name, name) {
+			return f, true
+		}
+	}
+	return tableschema.Field{}, false
+}
+
+func (s *csvSource) readErr(err error) error {
+	if se, ok := err.(*syntaxError); ok {
+		return &RowError{File: s.f.Path, Line: se.line, Reason: se.reason}
+	}
+	return corrupt(s.f.Path, err)
+}
+
+func (s *csvSource) File() File            { return s.f }
+func (s *csvSource) Schema() *arrow.Schema { return s.schema }
+func (s *csvSource) Units() []Unit         { return []Unit{{Index: 0, Rows: -1, Bytes: s.f.Size}} }
+func (s *csvSource) Close() error          { return nil }
+
+func (s *csvSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
+	where := unitWhere(s.f.Path, "unit", unit)
+	if unit != 0 {
+		return fmt.Errorf("%s: no such unit (a CSV file is one unit)", where)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	r, closeFn, err := openText(s.f.Path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	defer closeFn()
+	t := s.d.tokenizer(r)
+	if !s.d.o.NoHeader {
+		if _, err := t.next(); err != nil {
+			if err == io.EOF {
+				return nil
+			}
+			return s.readErr(err)
+		}
+	}
+	bld := array.NewRecordBuilder(s.cfg.mem, s.schema)
+	defer bld.Release()
+	convs := make([]conv, len(s.names))
+	for i := range convs {
+		convs[i] = newConv(s.cfg.mem, bld.Field(i), s.decimals[i], &s.d.conv)
+	}
+	defer func() {
+		for _, c := range convs {
+			if j, ok := c.(*jsonConv); ok {
+				j.release()
+			}
+		}
+	}()
+	rows := 0
+	flush := func() error {
+		if rows == 0 {
+			return nil
+		}
+		var rec arrow.RecordBatch
+		if err := guard(func() error { rec = bld.NewRecordBatch(); return nil }); err != nil {
+			return corrupt(where, err)
+		}
+		rows = 0
+		err := fn(rec)
+		rec.Release()
+		return err
+	}
+	bld.Reserve(s.batch)
+	ncol := len(convs)
+	for {
+		if rows == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
+		}
+		line, err := t.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return s.readErr(err)
+		}
+		bad := func(col, reason string) error {
+			if s.d.o.OnBadRow != nil {
+				return s.d.o.OnBadRow(BadRow{File: s.f.Path, Line: line, Column: col, Reason: reason, Fields: t.strings()})
+			}
+			return &RowError{File: s.f.Path, Line: line, Column: col, Reason: reason}
+		}
+		nf := t.fields()
+		if nf > ncol || (nf < ncol && !s.d.o.AllowRagged) {
+			if err := bad("", fmt.Sprintf("%d fields, want %d", nf, ncol)); err != nil {
+				return err
+			}
+			continue
+		}
+		ok := true
+		for i := 0; i < nf; i++ {
+			if reason := convs[i].parse(t.field(i)); reason != "" {
+				if err := bad(s.names[i], reason); err != nil {
+					return err
+				}
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		err = guard(func() error {
+			for i := 0; i < nf; i++ {
+				convs[i].commit()
+			}
+			for i := nf; i < ncol; i++ {
+				convs[i].null()
+			}
+			return nil
+		})
+		if err != nil {
+			return corrupt(fmt.Sprintf("%s: line %d", s.f.Path, line), err)
+		}
+		rows++
+		if rows >= s.batch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// inferType picks the narrowest type every sampled value of column i parses as: BIGINT, DOUBLE,
+// BOOLEAN, DATE, TIMESTAMP (when every value has a zone) or TIMESTAMP_NTZ, else STRING. Null
+// texts are ignored; a column of nulls is STRING.
+func inferType(sample [][]string, i int, o *convOptions) arrow.DataType {
+	var vals []string
+	for _, row := range sample {
+		if i < len(row) && !o.isNull([]byte(row[i])) {
+			vals = append(vals, strings.TrimSpace(row[i]))
+		}
+	}
+	if len(vals) == 0 {
+		return arrow.BinaryTypes.LargeString
+	}
+	all := func(ok func(string) bool) bool {
+		for _, v := range vals {
+			if !ok(v) {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case all(func(v string) bool { _, err := strconv.ParseInt(v, 10, 64); return err == nil }):
+		return arrow.PrimitiveTypes.Int64
+	case all(func(v string) bool {
+		_, err := strconv.ParseFloat(v, 64)
+		return err == nil && strings.ContainsAny(v, "0123456789")
+	}):
+		return arrow.PrimitiveTypes.Float64
+	case all(func(v string) bool { _, err := strconv.ParseBool(v); return err == nil && !strings.ContainsAny(v, "01") }):
+		return arrow.FixedWidthTypes.Boolean
+	case all(func(v string) bool {
+		layout := o.dateLayout
+		if layout == "" {
+			layout = "2006-01-02"
+		}
+		_, err := time.Parse(layout, v)
+		return err == nil
+	}):
+		return arrow.FixedWidthTypes.Date32
+	case all(func(v string) bool { _, ok, _ := parseTimestamp([]byte(v), o.tsLayout, nil); return ok }):
+		if all(hasZone) {
+			return &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+		}
+		return &arrow.TimestampType{Unit: arrow.Microsecond}
+	}
+	return arrow.BinaryTypes.LargeString
+}

@@ -1,0 +1,134 @@
+package readers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// errTooLarge is the panic value of limitAllocator.
+type errTooLarge struct{ size, limit int64 }
+
+func (e errTooLarge) Error() string {
+	return fmt.Sprintf("a buffer of %d bytes was requested, over the %d-byte limit for this file (corrupt length?)", e.size, e.limit)
+}
+
+// limitAllocator refuses single allocations over limit by panicking with errTooLarge; decoders run
+// under guard, which turns the panic into an ErrCorrupt error. It keeps a corrupt length from
+// asking the Go runtime for terabytes, which is a fatal error rather than a panic.
+type limitAllocator struct {
+	memory.Allocator
+	limit int64
+}
+
+func (a *limitAllocator) Allocate(size int) []byte {
+	if int64(size) > a.limit || size < 0 {
+		panic(errTooLarge{int64(size), a.limit})
+	}
+	return a.Allocator.Allocate(size)
+}
+
+func (a *limitAllocator) Reallocate(size int, b []byte) []byte {
+	if int64(size) > a.limit || size < 0 {
+		panic(errTooLarge{int64(size), a.limit})
+	}
+	return a.Allocator.Reallocate(size, b)
+}
+
+// guard runs a decoder step, turning a panic into an error wrapping ErrCorrupt. The stack is not
+// part of the error; it is logged at debug level by callers that have a logger.
+func guard(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(errTooLarge); ok {
+				err = fmt.Errorf("%w: %v", ErrCorrupt, e)
+				return
+			}
+			err = &panicError{value: r, stack: debug.Stack()}
+		}
+	}()
+	return fn()
+}
+
+// panicError is a recovered decoder panic.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string {
+	return fmt.Sprintf("decoder panic: %v", e.value)
+}
+
+func (e *panicError) Unwrap() error { return ErrCorrupt }
+
+// corrupt wraps a decoder error with ErrCorrupt (unless it is a context error or already
+// classified) and names where it happened.
+func corrupt(where string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrBadRow) {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrCorrupt, where, err)
+}
+
+// unitName renders "file: what index".
+func unitWhere(path, what string, i int) string { return fmt.Sprintf("%s: %s %d", path, what, i) }
+
+// sliceBatches calls fn with rec cut into slices of about batchBytes (zero copy), so that a file
+// with huge batches still hands out bounded ones.
+func sliceBatches(rec arrow.RecordBatch, batchBytes int64, fn func(arrow.RecordBatch) error) error {
+	n := rec.NumRows()
+	if n <= 1 {
+		return fn(rec)
+	}
+	size := recordBytes(rec)
+	if size <= batchBytes {
+		return fn(rec)
+	}
+	per := max(int64(1), batchBytes*n/size)
+	for off := int64(0); off < n; off += per {
+		end := min(n, off+per)
+		s := rec.NewSlice(off, end)
+		err := fn(s)
+		s.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordBytes is the size of a batch's buffers.
+func recordBytes(rec arrow.RecordBatch) int64 {
+	var total int64
+	for _, c := range rec.Columns() {
+		total += dataBytes(c.Data())
+	}
+	return total
+}
+
+func dataBytes(d arrow.ArrayData) int64 {
+	var total int64
+	for _, b := range d.Buffers() {
+		if b != nil {
+			total += int64(b.Len())
+		}
+	}
+	for _, c := range d.Children() {
+		total += dataBytes(c)
+	}
+	if dict := d.Dictionary(); dict != nil {
+		total += dataBytes(dict)
+	}
+	return total
+}
