@@ -22,7 +22,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/loaderproject/loader/internal/sinkapi"
 	"github.com/loaderproject/loader/sink"
@@ -420,3 +422,5 @@ func metadataWith(ctx context.Context, kv ...string) context.Context {
 func arrayRecordFromJSON(schema *arrow.Schema, js string) (arrow.RecordBatch, int64, error) {
 	return array.RecordFromJSON(memory.DefaultAllocator, schema, strings.NewReader(js))
 }
+
+func codesOf(err error) codes.Code { return status.Code(err) }
