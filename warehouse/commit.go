@@ -155,6 +155,9 @@ func (w *Writer) Commit(ctx context.Context, opts CommitOptions) (CommitResult, 
 		if err != nil {
 			return fail(err)
 		}
+		if hook := t.wh.cfg.beforeLink; hook != nil {
+			hook(version)
+		}
 		err = delta.WriteVersion(t.logDir, version, data)
 		if errors.Is(err, delta.ErrVersionExists) {
 			t.wh.cfg.logger.LogAttrs(ctx, slog.LevelDebug, "warehouse: commit conflict, retrying",

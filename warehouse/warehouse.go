@@ -58,6 +58,9 @@ type config struct {
 	logger         *slog.Logger
 	mem            memory.Allocator
 	commitAttempts int
+	// beforeLink, when set (by white-box tests), runs in Commit just before the next version is
+	// created, so a test can commit from elsewhere and force a conflict.
+	beforeLink func(version int64)
 }
 
 func newConfig(opts []Option) config {
