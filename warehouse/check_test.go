@@ -68,13 +68,13 @@ func TestCheckBatch(t *testing.T) {
 			wantCol: "id", wantRow: 2, wantMsg: "null in a NOT NULL column"},
 		{name: "null in NOT NULL struct field", cols: "st STRUCT<x: INT NOT NULL, y: STRING>",
 			build: "st STRUCT<x: INT, y: STRING>",
-			js: `[{"st": {"x": 1}}, {"st": null}, {"st": {"y": "q"}}]`, wantCol: "st.x", wantRow: 2, wantMsg: "NOT NULL field"},
+			js:    `[{"st": {"x": 1}}, {"st": null}, {"st": {"y": "q"}}]`, wantCol: "st.x", wantRow: 2, wantMsg: "NOT NULL field"},
 		{name: "null in NOT NULL field two levels down", cols: "st STRUCT<in: STRUCT<z: STRING NOT NULL>>",
 			build: "st STRUCT<in: STRUCT<z: STRING>>",
-			js: `[{"st": {"in": null}}, {"st": null}, {"st": {"in": {"z": "ok"}}}, {"st": {"in": {}}}]`, wantCol: "st.in.z", wantRow: 3},
+			js:    `[{"st": {"in": null}}, {"st": null}, {"st": {"in": {"z": "ok"}}}, {"st": {"in": {}}}]`, wantCol: "st.in.z", wantRow: 3},
 		{name: "null in NOT NULL field inside an array", cols: "a ARRAY<STRUCT<y: INT NOT NULL>>",
 			build: "a ARRAY<STRUCT<y: INT>>",
-			js: `[{"a": [{"y": 1}]}, {"a": null}, {"a": [{"y": 2}, null, {"y": null}]}]`, wantCol: "a.element.y", wantRow: 2},
+			js:    `[{"a": [{"y": 1}]}, {"a": null}, {"a": [{"y": 2}, null, {"y": null}]}]`, wantCol: "a.element.y", wantRow: 2},
 		{name: "null array element", cols: "a ARRAY<INT>", table: func(s *tableschema.Schema) {
 			s.Fields[0].Type = tableschema.ArrayOf(tableschema.Primitive(tableschema.Int), false)
 		}, js: `[{"a": [1, 2]}, {"a": []}, {"a": null}, {"a": [3, null]}]`, build: "a ARRAY<INT>", wantCol: "a.element", wantRow: 3},
