@@ -503,7 +503,10 @@ func inferType(sample [][]string, i int, o *convOptions) arrow.DataType {
 		return err == nil && strings.ContainsAny(v, "0123456789")
 	}):
 		return arrow.PrimitiveTypes.Float64
-	case all(func(v string) bool { _, err := strconv.ParseBool(v); return err == nil && !strings.ContainsAny(v, "01") }):
+	case all(func(v string) bool {
+		_, err := strconv.ParseBool(v)
+		return err == nil && !strings.ContainsAny(v, "01")
+	}):
 		return arrow.FixedWidthTypes.Boolean
 	case all(func(v string) bool {
 		layout := o.dateLayout

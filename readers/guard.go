@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -127,8 +128,10 @@ func dataBytes(d arrow.ArrayData) int64 {
 	for _, c := range d.Children() {
 		total += dataBytes(c)
 	}
-	if dict := d.Dictionary(); dict != nil {
-		total += dataBytes(dict)
+	if d.DataType().ID() == arrow.DICTIONARY {
+		if dict := d.Dictionary(); dict != nil && dict.(*array.Data) != nil {
+			total += dataBytes(dict)
+		}
 	}
 	return total
 }

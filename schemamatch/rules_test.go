@@ -29,7 +29,9 @@ type rule struct {
 
 var (
 	tsUTC = func(u arrow.TimeUnit) arrow.DataType { return &arrow.TimestampType{Unit: u, TimeZone: "UTC"} }
-	tsNY  = func(u arrow.TimeUnit) arrow.DataType { return &arrow.TimestampType{Unit: u, TimeZone: "America/New_York"} }
+	tsNY  = func(u arrow.TimeUnit) arrow.DataType {
+		return &arrow.TimestampType{Unit: u, TimeZone: "America/New_York"}
+	}
 	tsNTZ = func(u arrow.TimeUnit) arrow.DataType { return &arrow.TimestampType{Unit: u} }
 )
 
