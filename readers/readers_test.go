@@ -1,0 +1,538 @@
+package readers_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"go.uber.org/goleak"
+
+	"github.com/loaderproject/loader/readers"
+	"github.com/loaderproject/loader/tableschema"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testSchema has the types real files carry: nulls everywhere, nested list, struct and map.
+var testSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "small", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+	{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: "score", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "ok", Type: arrow.FixedWidthTypes.Boolean, Nullable: true},
+	{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
+	{Name: "day", Type: arrow.FixedWidthTypes.Date32, Nullable: true},
+	{Name: "price", Type: &arrow.Decimal128Type{Precision: 10, Scale: 2}, Nullable: true},
+	{Name: "tags", Type: arrow.ListOf(arrow.BinaryTypes.String), Nullable: true},
+	{Name: "point", Type: arrow.StructOf(
+		arrow.Field{Name: "x", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		arrow.Field{Name: "y", Type: arrow.PrimitiveTypes.Float64, Nullable: true}), Nullable: true},
+	{Name: "attrs", Type: arrow.MapOf(arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int32), Nullable: true},
+}, nil)
+
+// testRecord builds n rows starting at id start, with nulls in every nullable column.
+func testRecord(t testing.TB, mem memory.Allocator, start, n int) arrow.RecordBatch {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("[")
+	for i := start; i < start+n; i++ {
+		if i > start {
+			b.WriteString(",")
+		}
+		if i%5 == 3 {
+			fmt.Fprintf(&b, `{"id":%d,"small":null,"name":null,"score":null,"ok":null,"ts":null,"day":null,"price":null,"tags":null,"point":null,"attrs":null}`, i)
+			continue
+		}
+		fmt.Fprintf(&b, `{"id":%d,"small":%d,"name":"name %d, \"quoted\"","score":%d.5,"ok":%t,"ts":%d,"day":%d,"price":"%d.%02d","tags":["a%d",null],"point":{"x":%d,"y":null},"attrs":[{"key":"k","value":%d}]}`,
+			i, i%1000, i, i, i%2 == 0, int64(i)*1_000_003, i%20000, i, i%100, i, i, i)
+	}
+	b.WriteString("]")
+	rec, _, err := array.RecordFromJSON(mem, testSchema, strings.NewReader(b.String()))
+	if err != nil {
+		t.Fatalf("RecordFromJSON: %v", err)
+	}
+	return rec
+}
+
+func writeParquet(t testing.TB, path string, recs []arrow.RecordBatch, rowGroupRows int64) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(rowGroupRows))
+	w, err := pqarrow.NewFileWriter(testSchema, f, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeIPC(t testing.TB, path string, recs []arrow.RecordBatch, stream bool) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var w interface {
+		Write(arrow.RecordBatch) error
+		Close() error
+	}
+	if stream {
+		w = ipc.NewWriter(f, ipc.WithSchema(recs[0].Schema()))
+	} else {
+		fw, err := ipc.NewFileWriter(f, ipc.WithSchema(recs[0].Schema()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w = fw
+	}
+	for _, r := range recs {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// collect reads every unit and returns one record of all rows.
+func collect(t testing.TB, src readers.Source, maxRows int64) arrow.RecordBatch {
+	t.Helper()
+	var recs []arrow.RecordBatch
+	for _, u := range src.Units() {
+		err := src.ReadUnit(context.Background(), u.Index, func(rec arrow.RecordBatch) error {
+			if maxRows > 0 && rec.NumRows() > maxRows {
+				t.Errorf("batch of %d rows; want at most %d", rec.NumRows(), maxRows)
+			}
+			rec.Retain()
+			recs = append(recs, rec)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("ReadUnit(%d) = %v", u.Index, err)
+		}
+	}
+	tbl := array.NewTableFromRecords(src.Schema(), recs)
+	for _, r := range recs {
+		r.Release()
+	}
+	defer tbl.Release()
+	cols := make([]arrow.Array, tbl.NumCols())
+	for i := range cols {
+		c, err := array.Concatenate(tbl.Column(i).Data().Chunks(), memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols[i] = c
+	}
+	out := array.NewRecordBatch(src.Schema(), cols, tbl.NumRows())
+	for _, c := range cols {
+		c.Release()
+	}
+	return out
+}
+
+func TestRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	gen := memory.NewGoAllocator()
+	recs := []arrow.RecordBatch{testRecord(t, gen, 0, 700), testRecord(t, gen, 700, 500)}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	want := collectRecs(t, recs)
+	defer want.Release()
+
+	writeParquet(t, filepath.Join(dir, "t.parquet"), recs, 300)
+	writeIPC(t, filepath.Join(dir, "t.arrow"), recs, false)
+	writeIPC(t, filepath.Join(dir, "t.arrows"), recs, true)
+	writeIPC(t, filepath.Join(dir, "stream-named.arrow"), recs, true)
+
+	tests := []struct {
+		file       string
+		format     readers.Format
+		units      int
+		batchBytes int64
+	}{
+		{file: "t.parquet", format: readers.FormatParquet, units: 5}, // 300+300+100, 300+200
+		{file: "t.parquet", format: readers.FormatParquet, units: 5, batchBytes: 4 << 10},
+		{file: "t.arrow", format: readers.FormatIPCFile, units: 1},
+		{file: "t.arrow", format: readers.FormatIPCFile, units: 2, batchBytes: 1},
+		{file: "t.arrows", format: readers.FormatIPCStream, units: 1},
+		{file: "t.arrows", format: readers.FormatIPCStream, units: 1, batchBytes: 4 << 10},
+		{file: "stream-named.arrow", format: readers.FormatIPCStream, units: 1},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%d", tt.file, tt.batchBytes), func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			files, err := readers.Discover(context.Background(), []string{filepath.Join(dir, tt.file)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if files[0].Format != tt.format {
+				t.Fatalf("format = %s; want %s", files[0].Format, tt.format)
+			}
+			opts := []readers.Option{readers.WithAllocator(mem)}
+			maxRows := int64(0)
+			if tt.batchBytes > 0 {
+				opts = append(opts, readers.WithBatchBytes(tt.batchBytes))
+				maxRows = 200 // 4 KiB batches of rows of well over 20 bytes
+			}
+			src, err := readers.Open(context.Background(), files[0], opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			if got := len(src.Units()); got != tt.units {
+				t.Errorf("Units() = %d units; want %d", got, tt.units)
+			}
+			got := collect(t, src, maxRows)
+			defer got.Release()
+			if got.NumRows() != 1200 {
+				t.Fatalf("rows = %d; want 1200", got.NumRows())
+			}
+			for i := range want.Columns() {
+				if !array.Equal(got.Column(i), want.Column(i)) {
+					t.Errorf("column %s differs", want.ColumnName(i))
+				}
+			}
+		})
+	}
+}
+
+func collectRecs(t testing.TB, recs []arrow.RecordBatch) arrow.RecordBatch {
+	tbl := array.NewTableFromRecords(recs[0].Schema(), recs)
+	defer tbl.Release()
+	cols := make([]arrow.Array, tbl.NumCols())
+	for i := range cols {
+		c, err := array.Concatenate(tbl.Column(i).Data().Chunks(), memory.DefaultAllocator)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cols[i] = c
+	}
+	out := array.NewRecordBatch(recs[0].Schema(), cols, tbl.NumRows())
+	for _, c := range cols {
+		c.Release()
+	}
+	return out
+}
+
+func TestParquetUnitsAndConcurrentReads(t *testing.T) {
+	dir := t.TempDir()
+	gen := memory.NewGoAllocator()
+	rec := testRecord(t, gen, 0, 2000)
+	defer rec.Release()
+	path := filepath.Join(dir, "wide.parquet")
+	writeParquet(t, path, []arrow.RecordBatch{rec}, 250)
+
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	src, err := readers.Open(context.Background(), readers.File{Path: path},
+		readers.WithAllocator(mem), readers.WithParquetParallelism(4), readers.WithBatchBytes(8<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	units := src.Units()
+	if len(units) != 8 {
+		t.Fatalf("Units() = %d; want 8 row groups", len(units))
+	}
+	var wg sync.WaitGroup
+	ids := make([][]int64, len(units))
+	errs := make([]error, len(units))
+	for round := 0; round < 2; round++ { // each unit read twice at once: same rows, same order
+		for _, u := range units {
+			wg.Add(1)
+			go func(u readers.Unit) {
+				defer wg.Done()
+				var got []int64
+				err := src.ReadUnit(context.Background(), u.Index, func(r arrow.RecordBatch) error {
+					got = append(got, r.Column(0).(*array.Int64).Int64Values()...)
+					return nil
+				})
+				if err != nil {
+					errs[u.Index] = err
+					return
+				}
+				if int64(len(got)) != u.Rows {
+					errs[u.Index] = fmt.Errorf("unit %d: %d rows; want %d", u.Index, len(got), u.Rows)
+				}
+				for i, id := range got {
+					if id != int64(u.Index*250+i) {
+						errs[u.Index] = fmt.Errorf("unit %d row %d: id %d", u.Index, i, id)
+						break
+					}
+				}
+				ids[u.Index] = got
+			}(u)
+		}
+		wg.Wait()
+	}
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestPreCancelledContext(t *testing.T) {
+	dir := t.TempDir()
+	gen := memory.NewGoAllocator()
+	rec := testRecord(t, gen, 0, 10)
+	defer rec.Release()
+	writeParquet(t, filepath.Join(dir, "a.parquet"), []arrow.RecordBatch{rec}, 100)
+	writeIPC(t, filepath.Join(dir, "a.arrow"), []arrow.RecordBatch{rec}, false)
+	writeIPC(t, filepath.Join(dir, "a.arrows"), []arrow.RecordBatch{rec}, true)
+	os.WriteFile(filepath.Join(dir, "a.csv"), []byte("a,b\n1,2\n"), 0o644)
+
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := readers.Discover(cancelled, []string{dir}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Discover(cancelled) = %v; want context.Canceled", err)
+	}
+	files, err := readers.Discover(context.Background(), []string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		t.Run(f.Format.String(), func(t *testing.T) {
+			if _, err := readers.Open(cancelled, f); !errors.Is(err, context.Canceled) {
+				t.Errorf("Open(cancelled) = %v; want context.Canceled", err)
+			}
+			src, err := readers.Open(context.Background(), f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			called := false
+			err = src.ReadUnit(cancelled, 0, func(arrow.RecordBatch) error { called = true; return nil })
+			if !errors.Is(err, context.Canceled) || called {
+				t.Errorf("ReadUnit(cancelled) = %v, called=%t; want context.Canceled before any batch", err, called)
+			}
+		})
+	}
+}
+
+func TestReadUnitStopsOnCallbackError(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	dir := t.TempDir()
+	rec := testRecord(t, memory.NewGoAllocator(), 0, 1000)
+	defer rec.Release()
+	path := filepath.Join(dir, "a.parquet")
+	writeParquet(t, path, []arrow.RecordBatch{rec}, 1000)
+	src, err := readers.Open(context.Background(), readers.File{Path: path}, readers.WithAllocator(mem), readers.WithBatchBytes(1<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	stop := errors.New("stop")
+	calls := 0
+	err = src.ReadUnit(context.Background(), 0, func(arrow.RecordBatch) error { calls++; return stop })
+	if !errors.Is(err, stop) || calls != 1 {
+		t.Errorf("ReadUnit = %v after %d calls; want the callback's error after 1", err, calls)
+	}
+	if err := src.ReadUnit(context.Background(), 5, func(arrow.RecordBatch) error { return nil }); err == nil {
+		t.Errorf("ReadUnit(no such unit) = nil")
+	}
+}
+
+func touch(t *testing.T, path string, content []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDiscover(t *testing.T) {
+	dir := t.TempDir()
+	rec := testRecord(t, memory.NewGoAllocator(), 0, 3)
+	defer rec.Release()
+	var pq bytes.Buffer
+	{
+		w, _ := pqarrow.NewFileWriter(testSchema, &pq, nil, pqarrow.DefaultWriterProps())
+		w.Write(rec)
+		w.Close()
+	}
+	csv := []byte("a,b\n1,2\n")
+	for _, p := range []string{"b/2.parquet", "b/10.parquet", "a.parquet", "year=2024/month=01/x.parquet", "year=2024/month=02/x.parquet", "b/sub%20dir=a%2Fb/y.parquet"} {
+		touch(t, filepath.Join(dir, p), pq.Bytes())
+	}
+	for _, p := range []string{"c/one.csv", "c/two.tsv", "c/data.txt", "c/README.md", "c/_SUCCESS", "c/.hidden.csv", "_delta_log/0.parquet", ".git/x.parquet", "c/part.parquet.crc", "d/really-parquet.csv", "e/README.md", "e/_SUCCESS", "e/.keep"} {
+		content := csv
+		if strings.HasSuffix(p, ".parquet") || strings.HasPrefix(filepath.Base(p), "really") {
+			content = pq.Bytes()
+		}
+		touch(t, filepath.Join(dir, p), content)
+	}
+	rel := func(files []readers.File) []string {
+		var out []string
+		for _, f := range files {
+			r, _ := filepath.Rel(dir, f.Path)
+			out = append(out, filepath.ToSlash(r)+":"+f.Format.String())
+		}
+		return out
+	}
+	j := func(p string) string { return filepath.Join(dir, p) }
+	tests := []struct {
+		name    string
+		sources []string
+		opts    []readers.DiscoverOption
+		want    []string
+		wantErr error
+	}{
+		{name: "directory, lexical, hidden and metadata skipped", sources: []string{dir}, want: []string{
+			"a.parquet:parquet", "b/10.parquet:parquet", "b/2.parquet:parquet", "b/sub%20dir=a%2Fb/y.parquet:parquet",
+			"c/one.csv:csv", "c/two.tsv:csv", "d/really-parquet.csv:parquet",
+			"year=2024/month=01/x.parquet:parquet", "year=2024/month=02/x.parquet:parquet"}},
+		{name: "glob with **", sources: []string{j("**/*.parquet")}, want: []string{
+			"a.parquet:parquet", "b/10.parquet:parquet", "b/2.parquet:parquet", "b/sub%20dir=a%2Fb/y.parquet:parquet",
+			"year=2024/month=01/x.parquet:parquet", "year=2024/month=02/x.parquet:parquet"}},
+		{name: "sources in order, deduplicated", sources: []string{j("c"), j("a.parquet"), j("c/one.csv"), dir + "/c/../a.parquet"}, want: []string{
+			"c/one.csv:csv", "c/two.tsv:csv", "a.parquet:parquet"}},
+		{name: "explicit hidden file is taken", sources: []string{j("c/.hidden.csv")}, want: []string{"c/.hidden.csv:csv"}},
+		{name: "include and exclude", sources: []string{dir}, opts: []readers.DiscoverOption{readers.WithInclude("*.parquet"), readers.WithExclude("year=2024/month=02/**", "b/*")},
+			want: []string{"a.parquet:parquet", "b/sub%20dir=a%2Fb/y.parquet:parquet", "year=2024/month=01/x.parquet:parquet"}},
+		{name: "forced format", sources: []string{j("c/data.txt")}, opts: []readers.DiscoverOption{readers.WithFormat(readers.FormatCSV)}, want: []string{"c/data.txt:csv"}},
+		{name: "explicit unknown format", sources: []string{j("c/data.txt")}, wantErr: readers.ErrUnknownFormat},
+		{name: "missing file", sources: []string{j("nope.parquet")}, wantErr: readers.ErrNoFiles},
+		{name: "glob matching nothing", sources: []string{j("*.orc")}, wantErr: readers.ErrNoFiles},
+		{name: "directory of nothing loadable", sources: []string{j("c"), j("e")}, wantErr: readers.ErrNoFiles},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			files, err := readers.Discover(context.Background(), tt.sources, tt.opts...)
+			if tt.wantErr != nil {
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("Discover = %v; want %v", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Discover = %v", err)
+			}
+			if got := rel(files); strings.Join(got, " ") != strings.Join(tt.want, " ") {
+				t.Errorf("Discover =\n%v\nwant\n%v", got, tt.want)
+			}
+		})
+	}
+	t.Run("no-match error names the source", func(t *testing.T) {
+		_, err := readers.Discover(context.Background(), []string{j("*.orc")})
+		if err == nil || !strings.Contains(err.Error(), "*.orc") {
+			t.Errorf("Discover = %v; want it to name the glob", err)
+		}
+	})
+	t.Run("hive partitions", func(t *testing.T) {
+		files, err := readers.Discover(context.Background(), []string{dir}, readers.WithInclude("**/y.parquet", "year=*/**"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := fmt.Sprint(files[0].Partitions, files[1].Partitions, files[2].Partitions)
+		if want := "[{sub dir a/b}] [{year 2024} {month 01}] [{year 2024} {month 02}]"; got != want {
+			t.Errorf("partitions = %s; want %s", got, want)
+		}
+	})
+}
+
+func TestPartitionColumns(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	dir := t.TempDir()
+	touch(t, filepath.Join(dir, "year=2024/region=eu/day=2024-03-01/f.csv"), []byte("id\n1\n2\n"))
+	touch(t, filepath.Join(dir, "year=__HIVE_DEFAULT_PARTITION__/region=us/day=2024-03-02/f.csv"), []byte("id\n3\n"))
+	table, err := tableschema.ParseColumns("id BIGINT, year INT, day DATE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := readers.Discover(context.Background(), []string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, f := range files {
+		src, err := readers.Open(context.Background(), f, readers.WithAllocator(mem), readers.WithTable(table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := src.Schema().String(); !strings.Contains(got, "year: type=int32") || !strings.Contains(got, "region: type=large_utf8") || !strings.Contains(got, "day: type=date32") {
+			t.Errorf("schema = %s", got)
+		}
+		rec := collect(t, src, 0)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			var parts []string
+			for _, c := range rec.Columns() {
+				parts = append(parts, c.ValueStr(i))
+			}
+			lines = append(lines, strings.Join(parts, " "))
+		}
+		rec.Release()
+		src.Close()
+	}
+	want := "1 2024 eu 2024-03-01|2 2024 eu 2024-03-01|3 (null) us 2024-03-02"
+	if got := strings.Join(lines, "|"); got != want {
+		t.Errorf("rows = %s; want %s", got, want)
+	}
+}
+
+func TestFormatNames(t *testing.T) {
+	for _, f := range []readers.Format{readers.FormatParquet, readers.FormatCSV, readers.FormatIPCFile, readers.FormatIPCStream} {
+		got, err := readers.ParseFormat(f.String())
+		if err != nil || got != f {
+			t.Errorf("ParseFormat(%q) = %v, %v; want %v", f.String(), got, err, f)
+		}
+	}
+	if _, err := readers.ParseFormat("orc"); !errors.Is(err, readers.ErrUnknownFormat) {
+		t.Errorf("ParseFormat(orc) = %v", err)
+	}
+}
+
+func TestGuardedAllocation(t *testing.T) {
+	// A valid file read with an allocation cap smaller than its buffers fails cleanly with
+	// ErrCorrupt rather than allocating: the same path a corrupt length takes.
+	dir := t.TempDir()
+	rec := testRecord(t, memory.NewGoAllocator(), 0, 5000)
+	defer rec.Release()
+	path := filepath.Join(dir, "a.arrows")
+	writeIPC(t, path, []arrow.RecordBatch{rec}, true)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	src, err := readers.Open(context.Background(), readers.File{Path: path}, readers.WithAllocator(mem), readers.WithMaxAllocation(1024))
+	if err == nil {
+		err = src.ReadUnit(context.Background(), 0, func(arrow.RecordBatch) error { return nil })
+		src.Close()
+	}
+	if !errors.Is(err, readers.ErrCorrupt) || !strings.Contains(err.Error(), "over the 1024-byte limit") {
+		t.Errorf("read with a 1 KiB cap = %v; want ErrCorrupt naming the limit", err)
+	}
+	_ = time.Second
+}
