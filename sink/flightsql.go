@@ -179,7 +179,7 @@ func (q *sqlServer) DoPutCommandStatementIngest(ctx context.Context, cmd flights
 	}
 	var w *warehouse.Writer
 	if !s.cfg.discard {
-		w = t.NewWriter()
+		w = t.NewWriter(warehouse.WithSchema(target))
 		defer w.Abort()
 	}
 	var rows, batch int64

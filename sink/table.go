@@ -246,9 +246,16 @@ func (ts *tableState) commitLocked(ctx context.Context) error {
 // commitChunk commits the records after ts.committed, up to target and maxCommitBytes, in one Delta
 // commit whose txn version is the last of them.
 func (ts *tableState) commitChunk(ctx context.Context, target uint64) error {
-	schema, _ := ts.currentSchema()
+	// The table's schema as committed now: it may have been replaced since the records were taken.
+	schema, err := ts.t.Schema(ctx)
+	if err != nil {
+		return err
+	}
+	if cur, _ := ts.currentSchema(); !cur.Equal(schema) {
+		ts.setSchema(schema)
+	}
 	mem := newLimitedAllocator(ts.s.cfg.mem, maxDecodedFrameBytes)
-	w := ts.t.NewWriter()
+	w := ts.t.NewWriter(warehouse.WithSchema(schema))
 	defer w.Abort()
 	var (
 		last     uint64
@@ -256,7 +263,7 @@ func (ts *tableState) commitChunk(ctx context.Context, target uint64) error {
 		rows     int64 // rows leaving the pending count: written or rejected
 		rejected int
 	)
-	err := ts.wal.Replay(ctx, ts.committed, target, func(seq uint64, payload []byte) error {
+	err = ts.wal.Replay(ctx, ts.committed, target, func(seq uint64, payload []byte) error {
 		if bytes > 0 && bytes+len(payload) > maxCommitBytes {
 			return errChunkFull
 		}

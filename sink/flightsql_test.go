@@ -1,0 +1,307 @@
+package sink_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-adbc/go/adbc"
+	adbcflightsql "github.com/apache/arrow-adbc/go/adbc/driver/flightsql"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc/codes"
+
+	"github.com/loaderproject/loader/internal/sinkapi"
+	"github.com/loaderproject/loader/sink"
+	"github.com/loaderproject/loader/tableschema"
+)
+
+// sqlSource is what a typical Flight SQL client sends: utf8, nanosecond timestamps, float32.
+var sqlSource = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: "at", Type: &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}, Nullable: true},
+	{Name: "score", Type: arrow.PrimitiveTypes.Float32, Nullable: true},
+}, nil)
+
+func sqlBatch(t testing.TB, mem memory.Allocator, schema *arrow.Schema, from, n int) arrow.RecordBatch {
+	t.Helper()
+	var rows []string
+	for id := from; id < from+n; id++ {
+		if id%4 == 1 {
+			rows = append(rows, fmt.Sprintf(`{"id":%d,"name":null,"at":null,"score":null}`, id))
+			continue
+		}
+		rows = append(rows, fmt.Sprintf(`{"id":%d,"name":"n%d","at":%d,"score":%g}`, id, id, int64(1_700_000_000_000_000_000)+int64(id)*1000, float32(id)/2))
+	}
+	rec, _, err := array.RecordFromJSON(mem, schema, strings.NewReader("["+strings.Join(rows, ",")+"]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// sqlExpected is sqlBatch's rows as read back from the created table (canonical types: large_utf8,
+// microsecond timestamps).
+func sqlExpected(from, n int) map[int64]string {
+	out := map[int64]string{}
+	for id := from; id < from+n; id++ {
+		if id%4 == 1 {
+			out[int64(id)] = fmt.Sprintf(`{"at":null,"id":%d,"name":null,"score":null}`, id)
+			continue
+		}
+		us := int64(1_700_000_000_000_000) + int64(id)
+		at := arrow.Timestamp(us).ToTime(arrow.Microsecond).UTC().Format("2006-01-02T15:04:05.999999999Z")
+		out[int64(id)] = fmt.Sprintf(`{"at":"%s","id":%d,"name":"n%d","score":%g}`, at, id, id, float32(id)/2)
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func opts(ifNotExist flightsql.TableDefinitionOptionsTableNotExistOption, ifExists flightsql.TableDefinitionOptionsTableExistsOption) *flightsql.TableDefinitionOptions {
+	return &flightsql.TableDefinitionOptions{IfNotExist: ifNotExist, IfExists: ifExists}
+}
+
+// TestFlightSQLIngest drives bulk ingest with arrow-go's flightsql.Client.
+func TestFlightSQLIngest(t *testing.T) {
+	e := start(t, "")
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cl := &flightsql.Client{Client: flight.NewClientFromConn(e.conn, nil), Alloc: mem}
+	const (
+		create  = flightsql.TableDefinitionOptionsTableNotExistOptionCreate
+		failNE  = flightsql.TableDefinitionOptionsTableNotExistOptionFail
+		failEx  = flightsql.TableDefinitionOptionsTableExistsOptionFail
+		appendO = flightsql.TableDefinitionOptionsTableExistsOptionAppend
+		replace = flightsql.TableDefinitionOptionsTableExistsOptionReplace
+	)
+	name := tableschema.TableName{Catalog: "main", Schema: "sales", Table: "orders"}
+	ingest := func(req *flightsql.ExecuteIngestOpts, schema *arrow.Schema, from, n int) (int64, error) {
+		rec := sqlBatch(t, mem, schema, from, n)
+		defer rec.Release()
+		empty := rec.NewSlice(0, 0) // an empty batch too: it must not upset the count
+		defer empty.Release()
+		rdr, err := array.NewRecordReader(schema, []arrow.RecordBatch{rec, empty})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdr.Release()
+		return cl.ExecuteIngest(t.Context(), rdr, req)
+	}
+
+	steps := []struct {
+		name    string
+		req     *flightsql.ExecuteIngestOpts
+		from, n int
+		code    codes.Code
+		total   int64
+	}{
+		{"append to missing table", &flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"), TableDefinitionOptions: opts(failNE, appendO)}, 0, 10, codes.NotFound, -1},
+		{"create", &flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"), TableDefinitionOptions: opts(create, failEx)}, 0, 100, codes.OK, 100},
+		{"create again fails", &flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"), TableDefinitionOptions: opts(create, failEx)}, 100, 10, codes.AlreadyExists, 100},
+		{"append", &flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"), TableDefinitionOptions: opts(failNE, appendO)}, 100, 50, codes.OK, 150},
+		{"temporary", &flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"), Temporary: true, TableDefinitionOptions: opts(failNE, appendO)}, 0, 1, codes.Unimplemented, 150},
+		{"transaction", &flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"), TransactionId: []byte("tx"), TableDefinitionOptions: opts(failNE, appendO)}, 0, 1, codes.Unimplemented, 150},
+		{"unspecified if_exists", &flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"), TableDefinitionOptions: &flightsql.TableDefinitionOptions{}}, 0, 1, codes.InvalidArgument, 150},
+	}
+	for _, s := range steps {
+		n, err := ingest(s.req, sqlSource, s.from, s.n)
+		if got := codesOf(err); got != s.code {
+			t.Fatalf("%s: ExecuteIngest = %d, %v; want %v", s.name, n, err, s.code)
+		}
+		if s.code == codes.OK && n != int64(s.n) {
+			t.Errorf("%s: ExecuteIngest = %d rows; want %d", s.name, n, s.n)
+		}
+		if s.total >= 0 {
+			if c := e.flushCount(name); c.Committed != s.total {
+				t.Errorf("%s: committed %d; want %d", s.name, c.Committed, s.total)
+			}
+		}
+	}
+	want := sqlExpected(0, 150)
+	sameRows(t, scan(t, e.wh, name), want)
+	var info sinkapi.TableInfo
+	if err := e.action(t.Context(), sinkapi.ActionDescribe, []byte(name.String()), &info); err != nil {
+		t.Fatal(err)
+	}
+	if info.Columns != "id BIGINT NOT NULL, name STRING, at TIMESTAMP, score FLOAT" {
+		t.Errorf("created columns = %q", info.Columns)
+	}
+
+	// An append whose types cannot be cast is refused naming the column.
+	bad := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.BinaryTypes.String}}, nil)
+	brec, _, _ := array.RecordFromJSON(mem, bad, strings.NewReader(`[{"id":"x"}]`))
+	brdr, _ := array.NewRecordReader(bad, []arrow.RecordBatch{brec})
+	_, err := cl.ExecuteIngest(t.Context(), brdr, &flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"), TableDefinitionOptions: opts(failNE, appendO)})
+	brec.Release()
+	brdr.Release()
+	if s := statusOf(t, err); s.Code() != codes.InvalidArgument || !strings.Contains(s.Message(), "id") {
+		t.Errorf("mismatched append = %v; want InvalidArgument naming id", err)
+	}
+
+	// Replace with another schema: the old rows go, the schema changes.
+	wider := arrow.NewSchema(append(sqlSource.Fields(), arrow.Field{Name: "extra", Type: arrow.PrimitiveTypes.Int32, Nullable: true}), nil)
+	if n, err := ingest(&flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"), TableDefinitionOptions: opts(create, replace)}, wider, 500, 20); err != nil || n != 20 {
+		t.Fatalf("replace = %d, %v", n, err)
+	}
+	if c := e.flushCount(name); c.Committed != 20 {
+		t.Errorf("after replace committed %d; want 20", c.Committed)
+	}
+	if err := e.action(t.Context(), sinkapi.ActionDescribe, []byte(name.String()), &info); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(info.Columns, "extra INT") {
+		t.Errorf("columns after replace = %q; want the new extra column", info.Columns)
+	}
+
+	// Default catalog and schema.
+	if n, err := ingest(&flightsql.ExecuteIngestOpts{Table: "plain", TableDefinitionOptions: opts(create, failEx)}, sqlSource, 0, 5); err != nil || n != 5 {
+		t.Fatalf("ingest without catalog/schema = %d, %v", n, err)
+	}
+	if c := e.flushCount(tableschema.TableName{Catalog: "main", Schema: "default", Table: "plain"}); c.Committed != 5 {
+		t.Errorf("main.default.plain has %d rows; want 5", c.Committed)
+	}
+
+	checkSqlInfo(t, cl, mem)
+}
+
+// checkSqlInfo reads GetSqlInfo and checks the bulk-ingest entries.
+func checkSqlInfo(t *testing.T, cl *flightsql.Client, mem memory.Allocator) {
+	t.Helper()
+	info, err := cl.GetSqlInfo(t.Context(), []flightsql.SqlInfo{
+		flightsql.SqlInfoFlightSqlServerBulkIngestion,
+		flightsql.SqlInfoFlightSqlServerIngestTransactionsSupported,
+		flightsql.SqlInfoFlightSqlServerName,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdr, err := cl.DoGet(t.Context(), info.Endpoint[0].Ticket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Release()
+	got := map[uint32]any{}
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		names := rec.Column(0).(*array.Uint32)
+		vals := rec.Column(1).(*array.DenseUnion)
+		for i := 0; i < int(rec.NumRows()); i++ {
+			child := vals.Field(vals.ChildID(i))
+			off := int(vals.ValueOffset(i))
+			switch c := child.(type) {
+			case *array.Boolean:
+				got[names.Value(i)] = c.Value(off)
+			case *array.String:
+				got[names.Value(i)] = c.Value(off)
+			}
+		}
+	}
+	if got[uint32(flightsql.SqlInfoFlightSqlServerBulkIngestion)] != true ||
+		got[uint32(flightsql.SqlInfoFlightSqlServerIngestTransactionsSupported)] != false ||
+		got[uint32(flightsql.SqlInfoFlightSqlServerName)] != sink.ServerName {
+		t.Errorf("GetSqlInfo = %v; want bulk ingestion true, ingest transactions false, the server name", got)
+	}
+}
+
+// TestADBCIngest drives bulk ingest with the ADBC Go Flight SQL driver.
+func TestADBCIngest(t *testing.T) {
+	e := start(t, "", sink.WithTokens("tok"))
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	drv := adbcflightsql.NewDriver(mem)
+	db, err := drv.NewDatabase(map[string]string{
+		adbc.OptionKeyURI:                       "grpc://" + e.addr,
+		adbcflightsql.OptionAuthorizationHeader: "Bearer tok",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	cnxn, err := db.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cnxn.Close()
+
+	run := func(mode string, catalog, schema string, from, n int) (int64, error) {
+		stmt, err := cnxn.NewStatement()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stmt.Close()
+		for k, v := range map[string]string{
+			adbc.OptionKeyIngestTargetTable:      "adbc_t",
+			adbc.OptionKeyIngestMode:             mode,
+			adbc.OptionValueIngestTargetCatalog:  catalog,
+			adbc.OptionValueIngestTargetDBSchema: schema,
+		} {
+			if err := stmt.SetOption(k, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// BindStream rather than Bind: the driver's Bind path wraps the batch in a reader it never
+		// releases (a client-side leak the checked allocator would report).
+		rec := sqlBatch(t, mem, sqlSource, from, n)
+		defer rec.Release()
+		rdr, err := array.NewRecordReader(sqlSource, []arrow.RecordBatch{rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdr.Release()
+		if err := stmt.BindStream(ctx, rdr); err != nil {
+			t.Fatal(err)
+		}
+		return stmt.ExecuteUpdate(ctx)
+	}
+	name := tableschema.TableName{Catalog: "lake", Schema: "bronze", Table: "adbc_t"}
+	for _, s := range []struct {
+		mode    string
+		from, n int
+		ok      bool
+		total   int64
+	}{
+		{adbc.OptionValueIngestModeAppend, 0, 5, false, -1},
+		{adbc.OptionValueIngestModeCreate, 0, 40, true, 40},
+		{adbc.OptionValueIngestModeCreate, 40, 5, false, 40},
+		{adbc.OptionValueIngestModeAppend, 40, 20, true, 60},
+		{adbc.OptionValueIngestModeCreateAppend, 60, 10, true, 70},
+		{adbc.OptionValueIngestModeReplace, 100, 7, true, 7},
+	} {
+		n, err := run(s.mode, "lake", "bronze", s.from, s.n)
+		if (err == nil) != s.ok {
+			t.Fatalf("%s: ExecuteUpdate = %d, %v; want ok=%v", s.mode, n, err, s.ok)
+		}
+		if s.ok && n != int64(s.n) {
+			t.Errorf("%s: %d rows; want %d", s.mode, n, s.n)
+		}
+		if s.total >= 0 {
+			var c sinkapi.CountResult
+			if err := e.action(withAuth(ctx, "tok"), sinkapi.ActionCount, []byte(name.String()), &c); err != nil {
+				t.Fatal(err)
+			}
+			if c.Committed != s.total {
+				t.Errorf("%s: table has %d rows; want %d", s.mode, c.Committed, s.total)
+			}
+		}
+	}
+	sameRows(t, scan(t, e.wh, name), sqlExpected(100, 7))
+}
+
+// TestFlightSQLUnsupported: other Flight SQL commands answer clearly.
+func TestFlightSQLUnsupported(t *testing.T) {
+	e := start(t, "")
+	cl := &flightsql.Client{Client: flight.NewClientFromConn(e.conn, nil), Alloc: memory.DefaultAllocator}
+	if _, err := cl.Execute(t.Context(), "SELECT 1"); codesOf(err) != codes.Unimplemented {
+		t.Errorf("Execute(SELECT 1) = %v; want Unimplemented", err)
+	}
+	if _, err := cl.BeginTransaction(t.Context()); codesOf(err) != codes.Unimplemented || !strings.Contains(err.Error(), "transactions") {
+		t.Errorf("BeginTransaction = %v; want Unimplemented naming transactions", err)
+	}
+}
