@@ -1,0 +1,355 @@
+package readers_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/loaderproject/loader/readers"
+	"github.com/loaderproject/loader/tableschema"
+)
+
+// rowsOf renders a record's rows as "v|v|v" lines with (null) for nulls.
+func rowsOf(rec arrow.RecordBatch) []string {
+	var out []string
+	for i := 0; i < int(rec.NumRows()); i++ {
+		var parts []string
+		for _, c := range rec.Columns() {
+			parts = append(parts, c.ValueStr(i))
+		}
+		out = append(out, strings.Join(parts, "|"))
+	}
+	return out
+}
+
+func gz(b []byte) []byte {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	w.Write(b)
+	w.Close()
+	return buf.Bytes()
+}
+
+func zst(b []byte) []byte {
+	enc, _ := zstd.NewWriter(nil)
+	defer enc.Close()
+	return enc.EncodeAll(b, nil)
+}
+
+func TestCSV(t *testing.T) {
+	table, err := tableschema.ParseColumns("id BIGINT NOT NULL, name STRING, price DECIMAL(6,2), ok BOOLEAN, ts TIMESTAMP, ntz TIMESTAMP_NTZ, day DATE, score DOUBLE, tags ARRAY<INT>, small TINYINT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		file    string
+		content []byte
+		table   *tableschema.Schema
+		opts    readers.CSVOptions
+		schema  string // substring of Schema().String(), optional
+		want    []string
+		wantErr string
+	}{
+		{
+			name:  "typed by the table, header order differs, empty fields null",
+			file:  "a.csv",
+			table: table,
+			content: []byte("name,id,price,ok,ts,ntz,day,score,tags,small,extra\n" +
+				"alice,1,19.9,true,2024-01-02T03:04:05.123456789Z,2024-01-02 03:04:05,2024-01-02,1.5,\"[1,null]\",-128,x\n" +
+				",2,,,,,,,,,\n"),
+			schema: "extra:large_utf8",
+			want: []string{
+				`alice|1|19.90|true|2024-01-02T03:04:05.123456Z|2024-01-02T03:04:05|2024-01-02|1.5|[1,null]|-128|x`,
+				`|2|(null)|(null)|(null)|(null)|(null)|(null)|(null)|(null)|`,
+			},
+		},
+		{
+			name:    "quoted fields with delimiters, quotes and newlines; CRLF; BOM",
+			file:    "b.csv",
+			content: []byte("\xEF\xBB\xBFid,name\r\n1,\"a, \"\"b\"\"\r\nc\"\r\n2,plain\r\n"),
+			table:   table,
+			want:    []string{"1|a, \"b\"\r\nc", "2|plain"},
+		},
+		{
+			name:    "tsv by extension, comment lines, blank lines",
+			file:    "c.tsv",
+			content: []byte("id\tname\n# a comment\n\n1\tx y\n"),
+			table:   table,
+			opts:    readers.CSVOptions{Comment: '#'},
+			want:    []string{"1|x y"},
+		},
+		{
+			name:    "custom delimiter, quote and escape",
+			file:    "d.csv",
+			content: []byte("id;name\n1;'it\\'s; fine'\n"),
+			table:   table,
+			opts:    readers.CSVOptions{Delimiter: ';', Quote: '\'', Escape: '\\'},
+			want:    []string{"1|it's; fine"},
+		},
+		{
+			name:    "null markers, also for strings",
+			file:    "e.csv",
+			content: []byte("id,name,score\n1,NULL,NA\n2,,3\n"),
+			table:   table,
+			opts:    readers.CSVOptions{NullValues: []string{"NULL", "NA", ""}, StringNulls: true},
+			want:    []string{"1|(null)|(null)", "2|(null)|3"},
+		},
+		{
+			name:    "no header, names given",
+			file:    "f.csv",
+			content: []byte("1,a\n2,b\n"),
+			table:   table,
+			opts:    readers.CSVOptions{NoHeader: true, Columns: []string{"id", "name"}},
+			want:    []string{"1|a", "2|b"},
+		},
+		{
+			name:    "no header, no names",
+			file:    "g.csv",
+			content: []byte("1,a\n"),
+			opts:    readers.CSVOptions{NoHeader: true},
+			schema:  "_c0:int64 _c1:large_utf8",
+			want:    []string{"1|a"},
+		},
+		{
+			name:    "timestamp and date layouts",
+			file:    "h.csv",
+			content: []byte("id,ts,day\n1,02/01/2024 10:00,02.01.2024\n"),
+			table:   table,
+			opts:    readers.CSVOptions{TimestampFormat: "02/01/2006 15:04", DateFormat: "02.01.2006"},
+			want:    []string{"1|2024-01-02T10:00:00Z|2024-01-02"},
+		},
+		{
+			name:    "ragged rows padded",
+			file:    "i.csv",
+			content: []byte("id,name,score\n1\n2,b,3\n"),
+			table:   table,
+			opts:    readers.CSVOptions{AllowRagged: true},
+			want:    []string{"1|(null)|(null)", "2|b|3"},
+		},
+		{
+			name:    "gzip",
+			file:    "j.csv.gz",
+			content: gz([]byte("id,name\n1,z\n")),
+			table:   table,
+			want:    []string{"1|z"},
+		},
+		{
+			name:    "zstd",
+			file:    "k.csv.zst",
+			content: zst([]byte("id,name\n1,z\n")),
+			table:   table,
+			want:    []string{"1|z"},
+		},
+		{
+			name:    "inference from the sample",
+			file:    "l.csv",
+			content: []byte("i,f,b,d,ts,tz,s,e\n1,1.5,true,2024-01-01,2024-01-01 00:00:00,2024-01-01T00:00:00Z,x,\n-2,3,false,2024-12-31,2024-01-01 00:00:01.5,2024-01-01T01:00:00+01:00,007x,\n"),
+			schema:  "i:int64 f:float64 b:bool d:date32 ts:timestamp[us] tz:timestamp[us, tz=UTC] s:large_utf8 e:large_utf8",
+			want:    []string{"1|1.5|true|2024-01-01|2024-01-01T00:00:00|2024-01-01T00:00:00Z|x|", "-2|3|false|2024-12-31|2024-01-01T00:00:01.5|2024-01-01T00:00:00Z|007x|"},
+		},
+		{
+			name:    "bad value names line and column, not the value",
+			file:    "m.csv",
+			content: []byte("id,price\n1,1.00\n2,SECRET99\n"),
+			table:   table,
+			wantErr: `m.csv: line 3, column "price": not a decimal number`,
+		},
+		{
+			name:    "too many fields",
+			file:    "n.csv",
+			content: []byte("id,name\n1,a\n2,b,SECRET\n"),
+			table:   table,
+			wantErr: `n.csv: line 3: 3 fields, want 2`,
+		},
+		{
+			name:    "short row without AllowRagged",
+			file:    "o.csv",
+			content: []byte("id,name\n1\n"),
+			table:   table,
+			wantErr: `o.csv: line 2: 1 fields, want 2`,
+		},
+		{
+			name:    "unterminated quote",
+			file:    "p.csv",
+			content: []byte("id,name\n1,\"SECRET\n2,b\n"),
+			table:   table,
+			wantErr: `p.csv: line 2: a quoted field is not closed`,
+		},
+		{
+			name:    "integer out of range",
+			file:    "q.csv",
+			content: []byte("id,small\n1,300\n"),
+			table:   table,
+			wantErr: `line 2, column "small": integer out of range for 8 bits`,
+		},
+		{
+			name:    "bad JSON for an array",
+			file:    "r.csv",
+			content: []byte("id,tags\n1,\"[1,\"\"x\"\"]\"\n"),
+			table:   table,
+			wantErr: `line 2, column "tags": not JSON for list`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			path := filepath.Join(t.TempDir(), tt.file)
+			if err := os.WriteFile(path, tt.content, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			files, err := readers.Discover(context.Background(), []string{path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := []readers.Option{readers.WithAllocator(mem), readers.WithCSV(tt.opts), readers.WithBatchBytes(64)}
+			if tt.table != nil {
+				opts = append(opts, readers.WithTable(tt.table))
+			}
+			src, err := readers.Open(context.Background(), files[0], opts...)
+			if err == nil {
+				defer src.Close()
+				if got := schemaString(src.Schema()); tt.schema != "" && !strings.Contains(got, tt.schema) {
+					t.Errorf("Schema() = %s; want it to contain %s", got, tt.schema)
+				}
+				var rows []string
+				err = src.ReadUnit(context.Background(), 0, func(rec arrow.RecordBatch) error {
+					rows = append(rows, rowsOf(rec)...)
+					return nil
+				})
+				if err == nil && tt.wantErr == "" && strings.Join(rows, "\n") != strings.Join(tt.want, "\n") {
+					t.Errorf("rows =\n%s\nwant\n%s", strings.Join(rows, "\n"), strings.Join(tt.want, "\n"))
+				}
+			}
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatalf("read = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("read = %v; want an error containing %q", err, tt.wantErr)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("error %q contains a row value", err)
+			}
+			if !errors.Is(err, readers.ErrBadRow) {
+				t.Errorf("error %q does not wrap ErrBadRow", err)
+			}
+		})
+	}
+}
+
+func TestCSVOnBadRow(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	table, _ := tableschema.ParseColumns("id BIGINT, price DECIMAL(4,1)")
+	path := filepath.Join(t.TempDir(), "bad.csv")
+	os.WriteFile(path, []byte("id,price\n1,1.5\nx,2\n3,123456\n4,\n5,6,7\n"), 0o644)
+	var bad []readers.BadRow
+	src, err := readers.Open(context.Background(), readers.File{Path: path}, readers.WithAllocator(mem), readers.WithTable(table),
+		readers.WithCSV(readers.CSVOptions{OnBadRow: func(b readers.BadRow) error { bad = append(bad, b); return nil }}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var rows []string
+	if err := src.ReadUnit(context.Background(), 0, func(rec arrow.RecordBatch) error {
+		rows = append(rows, rowsOf(rec)...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rows, ","); got != "1|1.5,4|(null)" {
+		t.Errorf("rows = %s; want 1|1.5,4|(null)", got)
+	}
+	want := []struct {
+		line   int64
+		column string
+		fields string
+	}{{3, "id", "x 2"}, {4, "price", "3 123456"}, {6, "", "5 6 7"}}
+	if len(bad) != len(want) {
+		t.Fatalf("bad rows = %+v; want %d", bad, len(want))
+	}
+	for i, w := range want {
+		if bad[i].Line != w.line || bad[i].Column != w.column || strings.Join(bad[i].Fields, " ") != w.fields || bad[i].File != path {
+			t.Errorf("bad row %d = %+v; want line %d column %q fields %q", i, bad[i], w.line, w.column, w.fields)
+		}
+	}
+	stop := errors.New("quarantine full")
+	err = src.ReadUnit(context.Background(), 0, func(arrow.RecordBatch) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	src2, _ := readers.Open(context.Background(), readers.File{Path: path}, readers.WithAllocator(mem), readers.WithTable(table),
+		readers.WithCSV(readers.CSVOptions{OnBadRow: func(readers.BadRow) error { return stop }}))
+	defer src2.Close()
+	if err := src2.ReadUnit(context.Background(), 0, func(arrow.RecordBatch) error { return nil }); !errors.Is(err, stop) {
+		t.Errorf("ReadUnit with a failing OnBadRow = %v; want its error", err)
+	}
+}
+
+func TestCSVOptionsChecked(t *testing.T) {
+	for _, o := range []readers.CSVOptions{
+		{Delimiter: '"'},
+		{Delimiter: 'é'},
+		{Delimiter: '\n'},
+		{Quote: '\n'},
+		{MaxRecordBytes: -1},
+	} {
+		if err := o.Check(); err == nil {
+			t.Errorf("CSVOptions%+v.Check() = nil; want an error", o)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "a.csv")
+	os.WriteFile(path, []byte("a,a\n1,2\n"), 0o644)
+	if _, err := readers.Open(context.Background(), readers.File{Path: path}); err == nil || !strings.Contains(err.Error(), `both named "a"`) {
+		t.Errorf("Open(duplicate header) = %v", err)
+	}
+	os.WriteFile(path, nil, 0o644)
+	if _, err := readers.Open(context.Background(), readers.File{Path: path, Format: readers.FormatCSV}); !errors.Is(err, readers.ErrCorrupt) {
+		t.Errorf("Open(empty CSV) = %v; want ErrCorrupt", err)
+	}
+}
+
+func TestCSVCorpus(t *testing.T) {
+	dir := corpusDir(t, "arrow-testing/data/csv")
+	for _, name := range []string{"aggregate_test_100.csv", "aggregate_test_100.csv.gz", "aggregate_test_100_with_dates.csv"} {
+		t.Run(name, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			files, err := readers.Discover(context.Background(), []string{filepath.Join(dir, name)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, err := readers.Open(context.Background(), files[0], readers.WithAllocator(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			rec := collect(t, src, 0)
+			defer rec.Release()
+			if rec.NumRows() != 100 {
+				t.Errorf("rows = %d; want 100", rec.NumRows())
+			}
+		})
+	}
+}
+
+func schemaString(s *arrow.Schema) string {
+	var parts []string
+	for _, f := range s.Fields() {
+		parts = append(parts, f.Name+":"+f.Type.String())
+	}
+	return strings.Join(parts, " ")
+}
