@@ -3,6 +3,7 @@ package warehouse
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -90,10 +91,18 @@ func newColPlan(name, path string, t tableschema.Type, nullable bool) *colPlan {
 // Nested fields are checked only where they are present: a NOT NULL struct field may be null where
 // its struct is null, and values under a null list or map are not looked at. Map keys are never null.
 func CheckBatch(schema *tableschema.Schema, rec arrow.RecordBatch) error {
-	p := newTablePlan(schema)
+	p := lastPlan.Load()
+	if p == nil || p.schema != schema {
+		p = newTablePlan(schema)
+		lastPlan.Store(p)
+	}
 	_, err := p.convert(nil, rec, false)
 	return err
 }
+
+// lastPlan caches the plan of the schema CheckBatch saw last (schemas are immutable), since callers
+// check batch after batch against one table.
+var lastPlan atomic.Pointer[tablePlan]
 
 // convert checks rec against the plan and, when build is set, returns its columns in the full storage
 // schema (omitted columns as nulls, decimal text as Decimal128). The arrays are the caller's to
@@ -210,6 +219,9 @@ func childMaskStruct(arr arrow.Array, mask []bool) []bool {
 }
 
 func (cv *converter) strct(c *colPlan, s *array.Struct, mask []bool, rows []int) (arrow.ArrayData, error) {
+	if s.NumField() != len(c.children) {
+		return nil, fmt.Errorf("warehouse: column %q: struct with %d fields, want %d", c.path, s.NumField(), len(c.children))
+	}
 	cm := childMaskStruct(s, mask)
 	var children []arrow.ArrayData
 	if cv.build {

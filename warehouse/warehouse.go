@@ -314,8 +314,11 @@ func subdirs(dir string) ([]string, error) {
 func mkdirAllSync(dir string) error {
 	var missing []string
 	for d := dir; ; {
-		_, err := os.Stat(d)
+		fi, err := os.Stat(d)
 		if err == nil {
+			if !fi.IsDir() {
+				return fmt.Errorf("%s is not a directory", d)
+			}
 			break
 		}
 		if !errors.Is(err, fs.ErrNotExist) {

@@ -1,0 +1,169 @@
+package warehouse_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/loaderproject/loader/warehouse"
+)
+
+const benchCols = "id BIGINT NOT NULL, name STRING, price DECIMAL(10,2), qty INT, at TIMESTAMP, tags ARRAY<STRING>"
+
+// benchRecord builds n rows of benchCols.
+func benchRecord(mem memory.Allocator, schema *arrow.Schema, from, n int) arrow.RecordBatch {
+	b := array.NewRecordBuilder(mem, schema)
+	defer b.Release()
+	id := b.Field(0).(*array.Int64Builder)
+	name := b.Field(1).(*array.LargeStringBuilder)
+	price := b.Field(2).(*array.LargeStringBuilder)
+	qty := b.Field(3).(*array.Int32Builder)
+	at := b.Field(4).(*array.TimestampBuilder)
+	tags := b.Field(5).(*array.ListBuilder)
+	tag := tags.ValueBuilder().(*array.LargeStringBuilder)
+	base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro()
+	for i := from; i < from+n; i++ {
+		id.Append(int64(i))
+		name.Append(fmt.Sprintf("customer-%08d", i%100000))
+		price.Append(fmt.Sprintf("%d.%02d", i%100000, i%100))
+		if i%10 == 0 {
+			qty.AppendNull()
+		} else {
+			qty.Append(int32(i % 1000))
+		}
+		at.Append(arrow.Timestamp(base + int64(i)*1000))
+		tags.Append(true)
+		tag.Append("t" + fmt.Sprint(i%7))
+		tag.Append("u" + fmt.Sprint(i%3))
+	}
+	return b.NewRecordBatch()
+}
+
+func recordSize(rec arrow.RecordBatch) int64 {
+	var n int64
+	var walk func(d arrow.ArrayData)
+	walk = func(d arrow.ArrayData) {
+		for _, b := range d.Buffers() {
+			if b != nil {
+				n += int64(b.Len())
+			}
+		}
+		for _, c := range d.Children() {
+			walk(c)
+		}
+	}
+	for _, c := range rec.Columns() {
+		walk(c.Data())
+	}
+	return n
+}
+
+// BenchmarkWriterCommit measures a commit interval of the sink: a Writer fed batches of 4096 rows,
+// then committed (fsyncs included), by rows per commit.
+func BenchmarkWriterCommit(b *testing.B) {
+	for _, rows := range []int{4 << 10, 64 << 10, 512 << 10} {
+		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
+			ctx := context.Background()
+			mem := memory.NewGoAllocator()
+			wh, err := warehouse.Open(b.TempDir(), warehouse.WithAllocator(mem))
+			if err != nil {
+				b.Fatal(err)
+			}
+			tbl := createTable(b, wh, "c.s.bench", benchCols)
+			schema := mustColumns(b, benchCols).Arrow()
+			const batchRows = 4096
+			var batches []arrow.RecordBatch
+			var bytes int64
+			for from := 0; from < rows; from += batchRows {
+				rec := benchRecord(mem, schema, from, min(batchRows, rows-from))
+				batches = append(batches, rec)
+				bytes += recordSize(rec)
+			}
+			defer func() {
+				for _, r := range batches {
+					r.Release()
+				}
+			}()
+			b.SetBytes(bytes)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				w := tbl.NewWriter()
+				for _, rec := range batches {
+					if err := w.Write(ctx, rec); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := w.Commit(ctx, warehouse.CommitOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+// BenchmarkScan measures reading a table back in the canonical schema.
+func BenchmarkScan(b *testing.B) {
+	ctx := context.Background()
+	mem := memory.NewGoAllocator()
+	wh, err := warehouse.Open(b.TempDir(), warehouse.WithAllocator(mem))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tbl := createTable(b, wh, "c.s.bench", benchCols)
+	schema := mustColumns(b, benchCols).Arrow()
+	const rows = 512 << 10
+	w := tbl.NewWriter()
+	var bytes int64
+	for from := 0; from < rows; from += 8192 {
+		rec := benchRecord(mem, schema, from, 8192)
+		bytes += recordSize(rec)
+		if err := w.Write(ctx, rec); err != nil {
+			b.Fatal(err)
+		}
+		rec.Release()
+	}
+	if _, err := w.Commit(ctx, warehouse.CommitOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(bytes)
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		if err := tbl.Scan(ctx, func(rec arrow.RecordBatch) error { n += int(rec.NumRows()); return nil }); err != nil {
+			b.Fatal(err)
+		}
+		if n != rows {
+			b.Fatalf("scanned %d rows; want %d", n, rows)
+		}
+	}
+	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkCount measures Count on a table with many versions when one new version arrived.
+func BenchmarkCount(b *testing.B) {
+	ctx := context.Background()
+	wh, err := warehouse.Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	tbl := createTable(b, wh, "c.s.bench", benchCols)
+	for range 200 {
+		w := tbl.NewWriter()
+		if _, err := w.Commit(ctx, warehouse.CommitOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := tbl.Count(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
