@@ -424,3 +424,7 @@ func arrayRecordFromJSON(schema *arrow.Schema, js string) (arrow.RecordBatch, in
 }
 
 func codesOf(err error) codes.Code { return status.Code(err) }
+
+func arrayReader(schema *arrow.Schema, recs ...arrow.RecordBatch) (array.RecordReader, error) {
+	return array.NewRecordReader(schema, recs)
+}
