@@ -32,16 +32,17 @@
 // Commit fsyncs every data file, the table directory, the commit JSON and the _delta_log directory
 // before it returns. The next version file is created atomically (a hard link from a fsync'd temporary
 // file, which fails if the version exists); on conflict the committer re-reads the log and retries at
-// the next version, up to WithCommitAttempts times. Commits from one process to one table are also
-// serialised in memory, so the retry path is only taken against other processes (or other
+// the next version, up to WithCommitAttempts times. Commits through one *Warehouse to one table are
+// also serialised in memory, so the retry path is only taken against other processes (or other
 // *Warehouse values on the same directory). CreateTable fsyncs every directory it creates.
 //
 // A Warehouse, its Tables and Snapshot reads are safe for concurrent use; a Writer belongs to one
 // goroutine. A Table caches the replayed log and reads only the versions that are new on later calls,
 // so Count and Snapshot are cheap to call often.
 //
-// Data files of a Writer that is neither committed nor aborted (a crash) stay in the table directory
-// but are never referenced by the log, so readers ignore them.
+// Every Writer ends with Commit or Abort (Abort after Commit does nothing, so `defer w.Abort()` is
+// the idiom). Data files of a Writer that never got there (a crash) stay in the table directory but
+// are never referenced by the log, so readers ignore them; nothing removes them yet.
 //
 // Limitations: tables are unpartitioned; the log is never checkpointed, and a table whose log holds a
 // checkpoint (a _last_checkpoint file) is refused with an error rather than read partially.

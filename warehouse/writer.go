@@ -31,7 +31,12 @@ const maxRowGroupInput = 64 << 20
 // Writer stages rows as Parquet data files for one commit. It is not safe for concurrent use.
 //
 // Data files are written into the table directory as part-NNNNN-<uuid>-c000.snappy.parquet while
-// rows arrive; they are invisible until Commit adds them to the log, and Abort deletes them.
+// rows arrive; they are invisible until Commit adds them to the log, and Abort deletes them. Every
+// Writer must end with Commit or Abort, which also release its memory; Abort after Commit does
+// nothing, so `defer w.Abort()` right after NewWriter is the idiom.
+//
+// Memory: a Writer holds the current Parquet row group encoded in memory (up to about 64 MiB of
+// input, or the target file size if smaller) plus one dictionary and page buffer per column.
 type Writer struct {
 	t   *Table
 	cfg writerConfig

@@ -698,3 +698,67 @@ func TestCountWithoutStats(t *testing.T) {
 		t.Errorf("Snapshot() = %+v, %v; want one file of 42 rows", snap, err)
 	}
 }
+
+// TestProtocolLimits covers tables written by other engines with features this package cannot
+// honour: reads or writes are refused with an error naming the feature, never served wrongly.
+func TestProtocolLimits(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	ctx := context.Background()
+	tests := []struct {
+		name      string
+		action    string
+		readErr   string // "" when reads work
+		writeErr  string
+		overwrite string // error of an overwrite when writes work
+	}{
+		{"deletion vectors", `{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["deletionVectors"],"writerFeatures":["deletionVectors"]}}`,
+			"deletionVectors", "deletionVectors", ""},
+		{"check constraints", `{"protocol":{"minReaderVersion":1,"minWriterVersion":3}}`, "", "writer version 3", ""},
+		{"append only", `{"metaData":{"id":"x","format":{"provider":"parquet","options":{}},"schemaString":` + jsonString(mustColumns(t, idCols).DeltaJSON()) +
+			`,"partitionColumns":[],"configuration":{"delta.appendOnly":"true"}}}`, "", "", "append-only"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wh := openWH(t, warehouse.WithAllocator(mem))
+			tbl := createTable(t, wh, "c.s.t", idCols)
+			write(t, filepath.Join(tbl.Dir(), "_delta_log", "00000000000000000001.json"), tt.action+"\n")
+			_, _, err := tbl.Count(ctx)
+			if tt.readErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.readErr) {
+					t.Errorf("Count() = %v; want an error naming %q", err, tt.readErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Count() = %v", err)
+			}
+			rec := idRecord(mem, 0, 3)
+			defer rec.Release()
+			for _, overwrite := range []bool{false, true} {
+				w := tbl.NewWriter()
+				if err := w.Write(ctx, rec); err != nil {
+					t.Fatal(err)
+				}
+				_, err = w.Commit(ctx, warehouse.CommitOptions{Overwrite: overwrite})
+				w.Abort()
+				want := tt.writeErr
+				if overwrite && want == "" {
+					want = tt.overwrite
+				}
+				if want == "" {
+					if err != nil {
+						t.Errorf("Commit(overwrite=%t) = %v", overwrite, err)
+					}
+				} else if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("Commit(overwrite=%t) = %v; want an error naming %q", overwrite, err, want)
+				}
+			}
+		})
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
