@@ -23,7 +23,7 @@ import (
 // acknowledged. It returns ErrUnsupported when the target cannot count.
 //
 // It uses the embedded sink's flush action (internal/sinkapi.ActionFlush); any other target answers
-// Unimplemented, which is ErrUnsupported.
+// Unimplemented (or, for arrow-go Flight SQL servers, InvalidArgument), which is ErrUnsupported.
 func (c *Client) Count(ctx context.Context, table tableschema.TableName) (int64, error) {
 	var res sinkapi.CountResult
 	if err := c.action(ctx, table, sinkapi.ActionFlush, &res); err != nil {
@@ -98,14 +98,14 @@ func (c *Client) action(ctx context.Context, table tableschema.TableName, typ st
 	defer cancel()
 	stream, err := c.svc[0].DoAction(octx, &flight.Action{Type: typ, Body: []byte(table.String())})
 	if err != nil {
-		return unsupported(err)
+		return c.actionUnsupported(err)
 	}
 	res, err := stream.Recv()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("action %s returned no result", typ)
 		}
-		return unsupported(err)
+		return c.actionUnsupported(err)
 	}
 	if err := json.Unmarshal(res.GetBody(), out); err != nil {
 		return fmt.Errorf("action %s: result is not the expected JSON: %w", typ, err)
@@ -126,6 +126,16 @@ func unsupported(err error) error {
 		return fmt.Errorf("%w: %w", ErrUnsupported, err)
 	}
 	return err
+}
+
+// actionUnsupported is unsupported for the answer to a custom action: Flight SQL servers built on
+// arrow-go's flightsql package answer actions they do not know with InvalidArgument ("the defined
+// request is invalid"), so in that dialect InvalidArgument means unsupported too.
+func (c *Client) actionUnsupported(err error) error {
+	if c.dialect == FlightSQL && status.Code(err) == codes.InvalidArgument {
+		return fmt.Errorf("%w: %w", ErrUnsupported, err)
+	}
+	return unsupported(err)
 }
 
 // describeSQL asks a Flight SQL server for the table with GetTables.
