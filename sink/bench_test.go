@@ -57,7 +57,6 @@ func benchIngest(b *testing.B, discard bool, size, streams int) {
 	for i := range b.N {
 		per[i%streams]++
 	}
-	type open struct{ st flight.FlightService_DoPutClient }
 	sts := make([]flight.FlightService_DoPutClient, streams)
 	for k := range streams {
 		sts[k] = e.zerobus(context.Background(), name.String(), "")

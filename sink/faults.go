@@ -1,7 +1,12 @@
 package sink
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
+	"time"
 )
 
 // faultState holds the installed fault set and its call counters.
@@ -64,4 +69,62 @@ func (fs *faultState) forStream() streamFaults {
 		}
 	}
 	return sf
+}
+
+// UnmarshalJSON reads a fault set strictly (unknown keys are errors). Durations may be integers of
+// nanoseconds, as MarshalJSON writes them, or Go duration strings such as "150ms".
+func (f *Faults) UnmarshalJSON(b []byte) error {
+	type plain Faults
+	var aux struct {
+		plain
+		AckDelay    jsonDuration `json:"ack_delay,omitempty"`
+		RotateGrace jsonDuration `json:"rotate_grace,omitempty"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&aux); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the fault set")
+	}
+	*f = Faults(aux.plain)
+	f.AckDelay, f.RotateGrace = time.Duration(aux.AckDelay), time.Duration(aux.RotateGrace)
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"drop_after_frames", int64(f.DropAfterFrames)}, {"drop_calls", int64(f.DropCalls)},
+		{"ack_delay", int64(f.AckDelay)}, {"rotate_after_frames", int64(f.RotateAfterFrames)},
+		{"rotate_grace", int64(f.RotateGrace)}, {"unavailable_calls", int64(f.UnavailableCalls)},
+	} {
+		if c.v < 0 {
+			return fmt.Errorf("%s is negative", c.name)
+		}
+	}
+	return nil
+}
+
+// jsonDuration is a duration given as nanoseconds or as a Go duration string.
+type jsonDuration time.Duration
+
+func (d *jsonDuration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		*d = jsonDuration(v)
+		return nil
+	}
+	var n int64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("want nanoseconds or a duration string such as \"150ms\": %w", err)
+	}
+	*d = jsonDuration(n)
+	return nil
 }

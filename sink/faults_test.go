@@ -2,7 +2,6 @@ package sink_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,8 +90,11 @@ func TestFaultAckDelay(t *testing.T) {
 	e := start(t, "")
 	name, ts := e.createTable("main.default.a", "id BIGINT NOT NULL")
 	var f sink.Faults
-	if err := e.action(t.Context(), sinkapi.ActionFaults, []byte(fmt.Sprintf(`{"ack_delay":%d}`, delay.Nanoseconds())), &f); err != nil {
+	if err := e.action(t.Context(), sinkapi.ActionFaults, []byte(`{"ack_delay":"150ms"}`), &f); err != nil {
 		t.Fatal(err)
+	}
+	if f.AckDelay != delay {
+		t.Fatalf("installed ack_delay = %v; want %v", f.AckDelay, delay)
 	}
 	schemaFrame, data := frames(t, ts.Arrow(), 0, 2, 5)
 	st := e.zerobus(t.Context(), name.String(), "")

@@ -320,6 +320,8 @@ func TestActions(t *testing.T) {
 		{sinkapi.ActionDescribe, "", codes.InvalidArgument},
 		{sinkapi.ActionFaults, `{"drop_after_frames":"x"}`, codes.InvalidArgument},
 		{sinkapi.ActionFaults, `{"no_such_fault":1}`, codes.InvalidArgument},
+		{sinkapi.ActionFaults, `{"drop_calls":-1}`, codes.InvalidArgument},
+		{sinkapi.ActionFaults, `{"ack_delay":"soon"}`, codes.InvalidArgument},
 		{"no.such.action", "", codes.InvalidArgument},
 	} {
 		err := e.action(t.Context(), tc.typ, []byte(tc.body), nil)

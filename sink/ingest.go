@@ -311,6 +311,28 @@ func durableNow(it ackItem) bool {
 	}
 }
 
+// coalesce takes from acks every frame that is already durable, returning the last of them and the
+// first one that is not (held), if any.
+func (p *putStream) coalesce(ctx context.Context, acks <-chan ackItem, last ackItem) (ackItem, *ackItem, error) {
+	for {
+		select {
+		case x, ok := <-acks:
+			if !ok {
+				return last, nil, nil
+			}
+			if !durableNow(x) {
+				return last, &x, nil
+			}
+			if err := p.wait(ctx, x); err != nil {
+				return last, nil, err
+			}
+			last = x
+		default:
+			return last, nil, nil
+		}
+	}
+}
+
 // ackLoop sends the acks of queued frames in order once they are durable, coalescing those that are
 // durable together, until acks is closed and drained (nil) or something fails.
 func (p *putStream) ackLoop(ctx context.Context, acks <-chan ackItem) error {
@@ -338,24 +360,11 @@ func (p *putStream) ackLoop(ctx context.Context, acks <-chan ackItem) error {
 			return err
 		}
 		last := it
-	coalesce:
-		for {
-			select {
-			case x, ok := <-acks:
-				if !ok {
-					break coalesce
-				}
-				if !durableNow(x) {
-					held = &x
-					break coalesce
-				}
-				if err := p.wait(ctx, x); err != nil {
-					return err
-				}
-				last = x
-			default:
-				break coalesce
-			}
+		// Acknowledge everything that is durable by now in one ack, and again after an injected
+		// delay, which holds the ack back but not the frames behind it.
+		var err error
+		if last, held, err = p.coalesce(ctx, acks, last); err != nil {
+			return err
 		}
 		if delay > 0 {
 			t := time.NewTimer(delay)
@@ -364,6 +373,17 @@ func (p *putStream) ackLoop(ctx context.Context, acks <-chan ackItem) error {
 			case <-ctx.Done():
 				t.Stop()
 				return context.Cause(ctx)
+			}
+			if held != nil && durableNow(*held) {
+				if err := p.wait(ctx, *held); err != nil {
+					return err
+				}
+				last, held = *held, nil
+			}
+			if held == nil {
+				if last, held, err = p.coalesce(ctx, acks, last); err != nil {
+					return err
+				}
 			}
 		}
 		ack := zerobus.Ack{Offset: last.offset, Records: last.records}

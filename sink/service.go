@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -308,9 +307,7 @@ func (svc *service) DoAction(a *flight.Action, stream flight.FlightService_DoAct
 		}
 	case sinkapi.ActionFaults:
 		var f Faults
-		dec := json.NewDecoder(bytes.NewReader(a.GetBody()))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&f); err != nil {
+		if err := json.Unmarshal(a.GetBody(), &f); err != nil {
 			return status.Errorf(codes.InvalidArgument, "action %s: body is not a fault set: %v", a.GetType(), err)
 		}
 		svc.s.SetFaults(f)

@@ -132,7 +132,7 @@ func newConfig(opts []Option) config {
 // Faults are test hooks; the zero value injects nothing. They apply to Zerobus and plain Flight DoPuts
 // (UnavailableCalls to every DoPut, Flight SQL included, as it acts before the call is read). A DoPut
 // uses the fault set installed when it started, so a running stream is not affected by SetFaults.
-// Durations are nanoseconds in JSON.
+// In JSON, durations are nanoseconds (or, when read, Go duration strings such as "150ms").
 type Faults struct {
 	// DropAfterFrames ends each DoPut with Unavailable after it has received this many data frames,
 	// without acknowledging the frames not yet acknowledged. 0 disables. The sink makes the outcome
