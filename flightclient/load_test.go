@@ -247,15 +247,18 @@ func TestLoadAckTimeout(t *testing.T) {
 	}
 	srv.start(t)
 	fx := newFixture(t, mem, 500, 2<<10)
-	c := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithAckTimeout(50*time.Millisecond))
+	// The timeout is short for the test; on a loaded machine it may also cut a healthy call whose
+	// ack was late, which at-least-once delivery allows: so check for no loss, not for no duplicate.
+	c := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithAckTimeout(50*time.Millisecond),
+		flightclient.WithRetry(20, time.Millisecond, time.Millisecond))
 	stats, log, err := load(t.Context(), t, c, fx, 1)
 	if err != nil {
 		t.Fatalf("Load() = %v", err)
 	}
 	log.check(t, fx)
-	srv.checkDurable(t, fx.rows)
-	if stats.Retries != 1 {
-		t.Errorf("Stats.Retries = %d; want 1", stats.Retries)
+	srv.checkDurableAtLeastOnce(t, fx.rows)
+	if stats.Retries < 1 {
+		t.Errorf("Stats.Retries = %d; want at least 1", stats.Retries)
 	}
 }
 
@@ -271,15 +274,16 @@ func TestLoadReadyTimeout(t *testing.T) {
 	}
 	srv.start(t)
 	fx := newFixture(t, mem, 100, 1<<20)
-	c := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithReadyTimeout(50*time.Millisecond))
+	c := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithReadyTimeout(50*time.Millisecond),
+		flightclient.WithRetry(20, time.Millisecond, time.Millisecond))
 	stats, log, err := load(t.Context(), t, c, fx, 1)
 	if err != nil {
 		t.Fatalf("Load() = %v", err)
 	}
 	log.check(t, fx)
 	srv.checkDurable(t, fx.rows)
-	if stats.Retries != 1 {
-		t.Errorf("Stats.Retries = %d; want 1", stats.Retries)
+	if stats.Retries < 1 {
+		t.Errorf("Stats.Retries = %d; want at least 1", stats.Retries)
 	}
 }
 

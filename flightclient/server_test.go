@@ -382,6 +382,26 @@ func (s *server) checkDurable(t *testing.T, n int64) {
 	}
 }
 
+// checkDurableAtLeastOnce asserts that rows 0..n-1 are all durable, with the source's values; rows may
+// be stored twice (at-least-once delivery after a timeout that raced an acknowledgement).
+func (s *server) checkDurableAtLeastOnce(t *testing.T, n int64) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, w := range s.wrong {
+		t.Errorf("durable row with wrong values: %s", w)
+	}
+	missing := 0
+	for id := range n {
+		if s.durable[id] == 0 {
+			missing++
+		}
+	}
+	if missing > 0 || int64(len(s.durable)) != n {
+		t.Errorf("durable rows: %d missing, %d distinct; want all %d rows", missing, len(s.durable), n)
+	}
+}
+
 func (s *server) callCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
