@@ -328,13 +328,22 @@ func (c *applyCtx) timestamp(n *node, in arrow.Array, reach []int) (arrow.Array,
 	ln := in.Len()
 	buf, raw := alloc[byte](c.mem, ln, 8)
 	dst := arrow.Int64Traits.CastFromBytes(raw)
-	var extraNulls []int
-	for i, v := range src {
-		if in.IsNull(i) {
-			continue
+	if n.div > 1 {
+		// Truncation cannot fail; null slots get whatever their garbage divides to.
+		d := n.div
+		for i, v := range src {
+			q := int64(v) / d
+			if int64(v)%d < 0 {
+				q--
+			}
+			dst[i] = q
 		}
-		if n.div > 1 {
-			dst[i] = floorDiv(int64(v), n.div)
+		return newFixed(n.out, ln, validity(c.mem, in.Data()), buf, in.NullN()), nil
+	}
+	var extraNulls []int
+	noNulls := in.NullN() == 0
+	for i, v := range src {
+		if !noNulls && in.IsNull(i) {
 			continue
 		}
 		r, ok := mulCheck(int64(v), n.mul)

@@ -3,9 +3,9 @@ package schemamatch_test
 import (
 	"context"
 	"errors"
+	"math/big"
 	"os"
 	"path/filepath"
-	"math/big"
 	"strings"
 	"testing"
 

@@ -260,7 +260,8 @@ func NormalizeDecimal(dst []byte, s string, prec, scale int) ([]byte, string) {
 		s = s[1:]
 	}
 	// mantissa
-	var digits []byte
+	var stack [64]byte
+	digits := stack[:0]
 	point := -1
 	i := 0
 	for ; i < len(s); i++ {

@@ -1,0 +1,99 @@
+package schemamatch_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/loaderproject/loader/schemamatch"
+)
+
+// BenchmarkApply measures the common casts per batch size: utf8 -> large_utf8 (offsets only),
+// timestamp ns -> us, decimal -> text, and a plan that only shares (the floor).
+func BenchmarkApply(b *testing.B) {
+	mem := memory.NewGoAllocator()
+	type cast struct {
+		name  string
+		src   arrow.DataType
+		table string
+		build func(n int) arrow.Array
+	}
+	casts := []cast{
+		{name: "copy-int64", src: arrow.PrimitiveTypes.Int64, table: "BIGINT", build: func(n int) arrow.Array {
+			bl := array.NewInt64Builder(mem)
+			defer bl.Release()
+			for i := 0; i < n; i++ {
+				bl.Append(int64(i))
+			}
+			return bl.NewArray()
+		}},
+		{name: "utf8-large_utf8", src: arrow.BinaryTypes.String, table: "STRING", build: func(n int) arrow.Array {
+			bl := array.NewStringBuilder(mem)
+			defer bl.Release()
+			for i := 0; i < n; i++ {
+				bl.Append(fmt.Sprintf("customer-%08d@example.com", i))
+			}
+			return bl.NewArray()
+		}},
+		{name: "timestamp-ns-us", src: &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"}, table: "TIMESTAMP", build: func(n int) arrow.Array {
+			bl := array.NewTimestampBuilder(mem, &arrow.TimestampType{Unit: arrow.Nanosecond, TimeZone: "UTC"})
+			defer bl.Release()
+			for i := 0; i < n; i++ {
+				bl.Append(arrow.Timestamp(1_700_000_000_000_000_000 + int64(i)*1_234_567))
+			}
+			return bl.NewArray()
+		}},
+		{name: "decimal128-text", src: &arrow.Decimal128Type{Precision: 18, Scale: 2}, table: "DECIMAL(18,2)", build: func(n int) arrow.Array {
+			bl := array.NewDecimal128Builder(mem, &arrow.Decimal128Type{Precision: 18, Scale: 2})
+			defer bl.Release()
+			for i := 0; i < n; i++ {
+				bl.Append(decimal128.FromI64(int64(i)*7919 - 500_000))
+			}
+			return bl.NewArray()
+		}},
+		{name: "text-decimal", src: arrow.BinaryTypes.String, table: "DECIMAL(12,2)", build: func(n int) arrow.Array {
+			bl := array.NewStringBuilder(mem)
+			defer bl.Release()
+			for i := 0; i < n; i++ {
+				bl.Append(fmt.Sprintf("%d.%02d", i, i%100))
+			}
+			return bl.NewArray()
+		}},
+	}
+	for _, c := range casts {
+		for _, n := range []int{1 << 10, 1 << 16} {
+			b.Run(fmt.Sprintf("%s/rows=%d", c.name, n), func(b *testing.B) {
+				arr := c.build(n)
+				defer arr.Release()
+				src := arrow.NewSchema([]arrow.Field{{Name: "c", Type: c.src, Nullable: true}}, nil)
+				rec := array.NewRecordBatch(src, []arrow.Array{arr}, int64(n))
+				defer rec.Release()
+				plan, err := schemamatch.NewPlan(src, mustTable(b, "c "+c.table), schemamatch.WithAllocator(mem))
+				if err != nil {
+					b.Fatal(err)
+				}
+				var inBytes int64
+				for _, buf := range arr.Data().Buffers() {
+					if buf != nil {
+						inBytes += int64(buf.Len())
+					}
+				}
+				b.SetBytes(inBytes)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					out, err := plan.Apply(rec)
+					if err != nil {
+						b.Fatal(err)
+					}
+					out.Release()
+				}
+				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			})
+		}
+	}
+}
