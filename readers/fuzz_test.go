@@ -1,0 +1,93 @@
+package readers_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/loaderproject/loader/readers"
+	"github.com/loaderproject/loader/tableschema"
+)
+
+// FuzzCSV runs arbitrary bytes through the CSV path, with and without a table and in several
+// dialects: every outcome is rows or an error wrapping ErrBadRow or ErrCorrupt, never a panic, a
+// leak, or more rows than the input has lines.
+func FuzzCSV(f *testing.F) {
+	f.Add([]byte("id,name,price\n1,a,1.50\n2,\"b,\"\"c\"\"\",\n"), uint8(0))
+	f.Add([]byte("\xEF\xBB\xBFid;name\r\n1;'x\\'y'\r\n"), uint8(6))
+	f.Add([]byte("id,ts,day,tags\n1,2024-01-02T03:04:05Z,2024-01-02,\"[1,2]\"\n"), uint8(1))
+	f.Add([]byte("1,2,3\n4,5\n"), uint8(8))
+	f.Add([]byte("a,b\n\"unterminated\n"), uint8(0))
+	f.Fuzz(func(t *testing.T, data []byte, flags uint8) {
+		if len(data) > 1<<16 {
+			return
+		}
+		path := filepath.Join(t.TempDir(), "f.csv")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o := readers.CSVOptions{MaxRecordBytes: 4096}
+		if flags&2 != 0 {
+			o.Delimiter, o.Quote, o.Escape = ';', '\'', '\\'
+		}
+		if flags&4 != 0 {
+			o.Comment = '#'
+			o.LazyQuotes = true
+		}
+		if flags&8 != 0 {
+			o.NoHeader, o.AllowRagged = true, true
+		}
+		if flags&16 != 0 {
+			o.NullValues, o.StringNulls = []string{"", "NULL"}, true
+		}
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		defer mem.AssertSize(t, 0)
+		opts := []readers.Option{readers.WithAllocator(mem), readers.WithCSV(o), readers.WithBatchBytes(256)}
+		if flags&1 != 0 {
+			table, err := tableschema.ParseColumns("id BIGINT, name STRING, price DECIMAL(6,2), ts TIMESTAMP, day DATE, tags ARRAY<INT>, ok BOOLEAN, f FLOAT")
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts = append(opts, readers.WithTable(table))
+		}
+		src, err := readers.Open(context.Background(), readers.File{Path: path, Format: readers.FormatCSV}, opts...)
+		if err != nil {
+			checkErr(t, err)
+			return
+		}
+		defer src.Close()
+		var rows int64
+		err = src.ReadUnit(context.Background(), 0, func(rec arrow.RecordBatch) error {
+			rows += rec.NumRows()
+			if !rec.Schema().Equal(src.Schema()) {
+				t.Fatalf("batch schema differs from Schema()")
+			}
+			return nil
+		})
+		if err != nil {
+			checkErr(t, err)
+			return
+		}
+		if lines := int64(bytes.Count(data, []byte("\n"))) + 1; rows > lines {
+			t.Fatalf("%d rows from %d lines", rows, lines)
+		}
+	})
+}
+
+func checkErr(t *testing.T, err error) {
+	t.Helper()
+	if errors.Is(err, readers.ErrBadRow) || errors.Is(err, readers.ErrCorrupt) {
+		return
+	}
+	// option and header problems are plain errors naming the file
+	if bytes.Contains([]byte(err.Error()), []byte("f.csv")) {
+		return
+	}
+	t.Fatalf("unexpected error %v", err)
+}
