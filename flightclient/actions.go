@@ -32,6 +32,23 @@ func (c *Client) Count(ctx context.Context, table tableschema.TableName) (int64,
 	return res.Committed, nil
 }
 
+// RowCounts is what a target reports about a table's rows.
+type RowCounts struct {
+	Committed    int64 // rows visible in the table
+	Acknowledged int64 // rows acknowledged (durable) but not yet committed to the table
+}
+
+// Counts returns the table's committed and acknowledged-but-uncommitted row counts without asking
+// the target to commit first (internal/sinkapi.ActionCount). It returns ErrUnsupported when the target
+// cannot count.
+func (c *Client) Counts(ctx context.Context, table tableschema.TableName) (RowCounts, error) {
+	var res sinkapi.CountResult
+	if err := c.action(ctx, table, sinkapi.ActionCount, &res); err != nil {
+		return RowCounts{}, fmt.Errorf("flightclient: count %s: %w", table, err)
+	}
+	return RowCounts{Committed: res.Committed, Acknowledged: res.Acknowledged}, nil
+}
+
 // TableInfo describes a target table.
 type TableInfo struct {
 	ID     string // a stable identity of the table, "" if the target has none

@@ -107,6 +107,8 @@ func (s *actionServer) DoAction(a *flight.Action, stream flight.FlightService_Do
 	switch a.Type {
 	case sinkapi.ActionFlush:
 		body = sinkapi.CountResult{Table: tableName.String(), Committed: 1234, Acknowledged: 0, Version: 7}
+	case sinkapi.ActionCount:
+		body = sinkapi.CountResult{Table: tableName.String(), Committed: 1000, Acknowledged: 234, Version: 6}
 	case sinkapi.ActionDescribe:
 		body = sinkapi.TableInfo{Table: tableName.String(), ID: "tbl-id", Columns: tableCols.SQL()}
 	default:
@@ -116,7 +118,7 @@ func (s *actionServer) DoAction(a *flight.Action, stream flight.FlightService_Do
 	return stream.Send(&flight.Result{Body: b})
 }
 
-func serve(t *testing.T, srv flight.FlightServer, opts ...grpc.ServerOption) string {
+func serve(t testing.TB, srv flight.FlightServer, opts ...grpc.ServerOption) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -145,6 +147,10 @@ func TestCountAndDescribe(t *testing.T) {
 			if err != nil || n != 1234 {
 				t.Errorf("Count() = %d, %v; want 1234", n, err)
 			}
+			counts, err := c.Counts(t.Context(), tableName)
+			if err != nil || counts != (flightclient.RowCounts{Committed: 1000, Acknowledged: 234}) {
+				t.Errorf("Counts() = %+v, %v; want 1000 committed, 234 acknowledged", counts, err)
+			}
 			info, err := c.Describe(t.Context(), tableName)
 			if err != nil {
 				t.Fatalf("Describe() = %v", err)
@@ -166,6 +172,9 @@ func TestCountUnsupported(t *testing.T) {
 	c := testClient(t, "grpc://"+addr, flightclient.Zerobus)
 	if _, err := c.Count(t.Context(), tableName); !errors.Is(err, flightclient.ErrUnsupported) {
 		t.Errorf("Count() = %v; want ErrUnsupported", err)
+	}
+	if _, err := c.Counts(t.Context(), tableName); !errors.Is(err, flightclient.ErrUnsupported) {
+		t.Errorf("Counts() = %v; want ErrUnsupported", err)
 	}
 	if _, err := c.Describe(t.Context(), tableName); !errors.Is(err, flightclient.ErrUnsupported) {
 		t.Errorf("Describe() = %v; want ErrUnsupported", err)
