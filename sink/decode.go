@@ -13,7 +13,7 @@ import (
 )
 
 // maxDecodedFrameBytes bounds what decoding one frame may allocate (decompressed buffers).
-const maxDecodedFrameBytes = 1 << 30
+const maxDecodedFrameBytes = 256 << 20
 
 var (
 	errDictionaryFrame = errors.New("is an IPC DictionaryBatch message: dictionary-encoded columns are not supported, send the dictionary's values in the column's canonical type")
@@ -80,6 +80,9 @@ func parseMessage(header, body []byte) (msg *ipc.Message, typ ipc.MessageType, b
 	}()
 	if len(header) < 8 {
 		return nil, 0, 0, fmt.Errorf("data_header is not an IPC message (%d bytes)", len(header))
+	}
+	if err := checkMessage(header); err != nil {
+		return nil, 0, 0, fmt.Errorf("data_header is not a valid IPC message: %w", err)
 	}
 	if body == nil {
 		body = []byte{}

@@ -1,0 +1,215 @@
+package sink
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+const corpusDir = "../../shared/corpus/arrow-testing/data/arrow-ipc-stream"
+
+// splitIPC cuts an IPC stream into its messages' (metadata, body) pairs, as a Flight client would
+// put them in FlightData.data_header and data_body. It stops at the end-of-stream marker or at the
+// first framing it cannot follow.
+func splitIPC(data []byte) (msgs [][2][]byte) {
+	for len(data) >= 4 {
+		n := binary.LittleEndian.Uint32(data)
+		data = data[4:]
+		if n == 0xFFFFFFFF {
+			if len(data) < 4 {
+				return msgs
+			}
+			n = binary.LittleEndian.Uint32(data)
+			data = data[4:]
+		}
+		if n == 0 || int(n) > len(data) {
+			return msgs
+		}
+		meta := data[:n]
+		data = data[n:]
+		_, _, bodyLen, err := parseMessage(meta, nil)
+		if err != nil || bodyLen < 0 || bodyLen > int64(len(data)) {
+			msgs = append(msgs, [2][]byte{meta, nil})
+			return msgs
+		}
+		msgs = append(msgs, [2][]byte{meta, data[:bodyLen]})
+		data = data[bodyLen:]
+	}
+	return msgs
+}
+
+// corpusStreams returns the IPC stream files of the shared corpus (valid and fuzzer-found), or
+// skips when the corpus is absent.
+func corpusStreams(tb testing.TB) []string {
+	tb.Helper()
+	var files []string
+	err := filepath.WalkDir(corpusDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() || strings.HasSuffix(p, ".gz") || strings.HasSuffix(p, ".md") {
+			return nil
+		}
+		if info, err := d.Info(); err == nil && info.Size() <= 10<<20 {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if errors.Is(err, os.ErrNotExist) {
+		tb.Skipf("corpus %s is absent", corpusDir)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return files
+}
+
+// decodeAll runs a stream's messages through the frame decoder as a DoPut would: the first as the
+// schema frame, the rest as data frames.
+func decodeAll(mem memory.Allocator, msgs [][2][]byte) (ok, failed int) {
+	if len(msgs) == 0 {
+		return 0, 0
+	}
+	d, err := newDecoder(msgs[0][0], newLimitedAllocator(mem, maxDecodedFrameBytes))
+	if err != nil {
+		return 0, 1
+	}
+	defer d.release()
+	for _, m := range msgs[1:] {
+		rec, err := d.decode(m[0], m[1])
+		if err != nil {
+			failed++
+			return ok, failed // a DoPut ends at its first bad frame
+		}
+		rec.Release()
+		ok++
+	}
+	return ok, failed
+}
+
+// TestDecoderCorpus feeds every IPC stream of the corpus, fuzzer crash cases included, through the
+// frame decoder: each frame decodes to a consistent batch or to an error, never a panic.
+func TestDecoderCorpus(t *testing.T) {
+	files := corpusStreams(t)
+	var ok, failed int
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, e := decodeAll(memory.DefaultAllocator, splitIPC(data))
+		ok, failed = ok+o, failed+e
+	}
+	if ok == 0 {
+		t.Errorf("no frame of %d corpus streams decoded; the splitter is broken", len(files))
+	}
+	t.Logf("%d streams: %d frames decoded, %d refused", len(files), ok, failed)
+}
+
+// TestDecoderReleasesMemory: decoding compressed frames allocates, and every byte comes back.
+func TestDecoderReleasesMemory(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "s", Type: arrow.BinaryTypes.LargeString, Nullable: true}}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	for i := range 1000 {
+		b.Field(0).(*array.LargeStringBuilder).Append(strings.Repeat("x", i%50))
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	defer rec.Release()
+	for _, opt := range []ipc.Option{ipc.WithLZ4(), ipc.WithZstd()} {
+		var c frameCapture
+		w := flight.NewRecordWriter(&c, ipc.WithSchema(schema), opt)
+		w.Write(rec)
+		w.Close()
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		if ok, failed := decodeAll(mem, [][2][]byte{{c.msgs[0].DataHeader, nil}, {c.msgs[1].DataHeader, c.msgs[1].DataBody}}); ok != 1 || failed != 0 {
+			t.Fatalf("decode = %d ok, %d failed", ok, failed)
+		}
+		mem.AssertSize(t, 0)
+	}
+}
+
+// TestDecoderMemoryLimit: a compressed buffer claiming a huge decompressed size is refused, not
+// allocated.
+func TestDecoderMemoryLimit(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	for i := range 1000 {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	defer rec.Release()
+	var c frameCapture
+	w := flight.NewRecordWriter(&c, ipc.WithSchema(schema), ipc.WithZstd())
+	w.Write(rec)
+	w.Close()
+	body := bytes.Clone(c.msgs[1].DataBody)
+	// Each compressed buffer starts with its int64 decompressed length; claim 64 GiB for all.
+	for off := 0; off+8 <= len(body); off += 8 {
+		if v := binary.LittleEndian.Uint64(body[off:]); v == 8000 {
+			binary.LittleEndian.PutUint64(body[off:], 64<<30)
+		}
+	}
+	d, err := newDecoder(c.msgs[0].DataHeader, newLimitedAllocator(memory.DefaultAllocator, maxDecodedFrameBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.release()
+	if _, err := d.decode(c.msgs[1].DataHeader, body); err == nil || !strings.Contains(err.Error(), "allocate more than") {
+		t.Errorf("decode(64 GiB claim) = %v; want the memory limit error", err)
+	}
+}
+
+type frameCapture struct{ msgs []*flight.FlightData }
+
+func (c *frameCapture) Send(fd *flight.FlightData) error {
+	c.msgs = append(c.msgs, &flight.FlightData{DataHeader: bytes.Clone(fd.DataHeader), DataBody: bytes.Clone(fd.DataBody)})
+	return nil
+}
+
+// FuzzDecoder mutates a schema frame and a data frame; decoding must end in a batch or an error.
+// Seeds: frames arrow-go encodes (plain, LZ4, ZSTD) and the corpus streams.
+func FuzzDecoder(f *testing.F) {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "s", Type: arrow.BinaryTypes.LargeString, Nullable: true},
+		{Name: "l", Type: arrow.ListOf(arrow.PrimitiveTypes.Int32), Nullable: true},
+	}, nil)
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, schema,
+		strings.NewReader(`[{"id":1,"s":"a","l":[1,null]},{"id":2,"s":null,"l":null}]`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, opts := range [][]ipc.Option{nil, {ipc.WithLZ4()}, {ipc.WithZstd()}} {
+		var c frameCapture
+		w := flight.NewRecordWriter(&c, append(opts, ipc.WithSchema(schema))...)
+		w.Write(rec)
+		w.Close()
+		f.Add(c.msgs[0].DataHeader, c.msgs[1].DataHeader, c.msgs[1].DataBody)
+	}
+	rec.Release()
+	var files []string
+	if _, err := os.Stat(corpusDir); err == nil {
+		files = corpusStreams(f)
+	}
+	for _, p := range files {
+		data, _ := os.ReadFile(p)
+		if msgs := splitIPC(data); len(msgs) >= 2 {
+			f.Add(msgs[0][0], msgs[1][0], msgs[1][1])
+		}
+	}
+	f.Fuzz(func(t *testing.T, schemaHeader, header, body []byte) {
+		decodeAll(memory.DefaultAllocator, [][2][]byte{{schemaHeader, nil}, {header, body}})
+	})
+}
