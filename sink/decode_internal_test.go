@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -212,4 +213,33 @@ func FuzzDecoder(f *testing.F) {
 	f.Fuzz(func(t *testing.T, schemaHeader, header, body []byte) {
 		decodeAll(memory.DefaultAllocator, [][2][]byte{{schemaHeader, nil}, {header, body}})
 	})
+}
+
+// TestCheckMessageRegression: the fuzzer's schema that claimed billions of fields is refused by
+// the pre-check, for every path that decodes client IPC (DoPut frames and Flight SQL).
+func TestCheckMessageRegression(t *testing.T) {
+	data, err := os.ReadFile("testdata/fuzz/FuzzDecoder/cf53d021f1340d99")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The corpus file holds the fuzz arguments as Go literals: the first is the schema header.
+	lines := strings.Split(string(data), "\n")
+	var schemaHeader []byte
+	for _, l := range lines {
+		if strings.HasPrefix(l, "[]byte(") {
+			s, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(l, "[]byte("), ")"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			schemaHeader = []byte(s)
+			break
+		}
+	}
+	if err := checkMessage(schemaHeader); err == nil {
+		t.Error("checkMessage accepted the schema that made arrow-go allocate without bound")
+	}
+	rs := &replayStream{first: &flight.FlightData{DataHeader: schemaHeader}}
+	if _, err := rs.Recv(); err == nil || !strings.Contains(err.Error(), "not a valid IPC message") {
+		t.Errorf("Flight SQL screen = %v; want it refused", err)
+	}
 }

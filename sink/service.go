@@ -122,18 +122,31 @@ func (svc *service) DoPut(stream flight.FlightService_DoPutServer) error {
 		zerobus.HeaderTableName)
 }
 
-// replayStream hands Flight SQL the first message again.
+// replayStream hands Flight SQL the first message again, and screens every IPC header before
+// arrow-go decodes it (see checkMessage).
 type replayStream struct {
 	flight.FlightService_DoPutServer
 	first *flight.FlightData
+	n     int
 }
 
 func (r *replayStream) Recv() (*flight.FlightData, error) {
-	if f := r.first; f != nil {
+	fd := r.first
+	if fd != nil {
 		r.first = nil
-		return f, nil
+	} else {
+		var err error
+		if fd, err = r.FlightService_DoPutServer.Recv(); err != nil {
+			return nil, err
+		}
 	}
-	return r.FlightService_DoPutServer.Recv()
+	r.n++
+	if h := fd.GetDataHeader(); len(h) > 0 {
+		if err := checkMessage(h); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "FlightData #%d: data_header is not a valid IPC message: %v", r.n, err)
+		}
+	}
+	return fd, nil
 }
 
 // DoGet streams a table's committed rows when the ticket is a table name, else defers to Flight SQL.
