@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,11 +38,19 @@ var knownUnreadable = map[string]string{
 	"datapage_v2_empty_datapage.snappy.parquet":          "arrow-go decompresses an empty V2 data page and fails (s2: corrupt input)",
 	"hadoop_lz4_compressed.parquet":                      "arrow-go does not implement the Hadoop LZ4 codec",
 	"incorrect_map_schema.parquet":                       "arrow-go refuses MAP keys that are not required",
-	"int96_from_spark.parquet":                           "arrow-go refuses INT96 values outside the nanosecond range",
 	"unknown-logical-type.parquet":                       "arrow-go panics on an unknown logical type (recovered)",
 	"encrypt_columns_and_footer_aad.parquet.encrypted":   "encrypted; no key",
 	"encrypt_columns_and_footer_ctr.parquet.encrypted":   "encrypted; no key",
 	"encrypt_columns_plaintext_footer.parquet.encrypted": "encrypted; no key",
+}
+
+// beyondArrowGo lists valid files the loader reads although arrow-go's plain reader cannot, with
+// their values: int96_from_spark.parquet holds Spark INT96 timestamps outside the nanosecond range
+// (see parquet-testing's int96_from_spark.md), read here as microseconds.
+var beyondArrowGo = map[string]string{
+	// 2024-01-01T20:34:56.123456, 2024-01-01T01:00:00, 9999-12-31T03:00:00, 2024-12-30T23:00:00,
+	// null, 290000-12-31T01:00:00
+	"int96_from_spark.parquet": "1704141296123456 1704070800000000 253402225200000000 1735599600000000 null 9089380393200000000",
 }
 
 // plainRows reads a file with arrow-go's plain readers, as a reference.
@@ -167,6 +176,11 @@ func tablesEqual(a, b arrow.Table) bool {
 	}
 	for i := 0; i < int(a.NumCols()); i++ {
 		ca, cb := a.Column(i).Data(), b.Column(i).Data()
+		if isINT96Pair(ca.DataType(), cb.DataType()) {
+			// the loader reads INT96 as microseconds, arrow-go as nanoseconds
+			cb = nanosToMicros(cb)
+			defer cb.Release()
+		}
 		if !arrow.TypeEqual(ca.DataType(), cb.DataType()) {
 			return false
 		}
@@ -257,6 +271,25 @@ func TestCorpusValidFiles(t *testing.T) {
 				t.Fatalf("read = %v", err)
 			}
 			n, want, perr := plainRows(t, path, format)
+			if exp, ok := beyondArrowGo[filepath.Base(path)]; ok {
+				// arrow-go cannot read it: check the values the file's documentation gives.
+				if perr == nil {
+					want.Release()
+				}
+				col := got.Column(0).Data().Chunk(0).(*array.Timestamp)
+				var vals []string
+				for i := 0; i < col.Len(); i++ {
+					if col.IsNull(i) {
+						vals = append(vals, "null")
+					} else {
+						vals = append(vals, fmt.Sprint(int64(col.Value(i))))
+					}
+				}
+				if g := strings.Join(vals, " "); g != exp {
+					t.Errorf("values = %s; want %s", g, exp)
+				}
+				return
+			}
 			if perr != nil {
 				t.Fatalf("arrow-go's plain reader fails where ours succeeds: %v", perr)
 			}
@@ -330,4 +363,38 @@ func TestCorpusBadFiles(t *testing.T) {
 	if total < 100 {
 		t.Errorf("only %d bad files found", total)
 	}
+}
+
+func isINT96Pair(ours, plain arrow.DataType) bool {
+	o, ok1 := ours.(*arrow.TimestampType)
+	p, ok2 := plain.(*arrow.TimestampType)
+	return ok1 && ok2 && o.Unit == arrow.Microsecond && p.Unit == arrow.Nanosecond && o.TimeZone == p.TimeZone
+}
+
+func nanosToMicros(c *arrow.Chunked) *arrow.Chunked {
+	var out []arrow.Array
+	dt := &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: c.DataType().(*arrow.TimestampType).TimeZone}
+	for _, ch := range c.Chunks() {
+		ts := ch.(*array.Timestamp)
+		b := array.NewTimestampBuilder(memory.DefaultAllocator, dt)
+		for i := 0; i < ts.Len(); i++ {
+			if ts.IsNull(i) {
+				b.AppendNull()
+				continue
+			}
+			v := int64(ts.Value(i))
+			q := v / 1000
+			if v%1000 < 0 {
+				q--
+			}
+			b.Append(arrow.Timestamp(q))
+		}
+		out = append(out, b.NewArray())
+		b.Release()
+	}
+	res := arrow.NewChunked(dt, out)
+	for _, a := range out {
+		a.Release()
+	}
+	return res
 }

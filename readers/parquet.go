@@ -2,6 +2,7 @@ package readers
 
 import (
 	"bytes"
+	"encoding/binary"
 	"context"
 	"fmt"
 	"io"
@@ -28,8 +29,12 @@ type parquetSource struct {
 	schema *arrow.Schema
 	units  []Unit
 	mem    memory.Allocator
-	leaves []int
+	leaves []int // leaf columns read through pqarrow
 	cols   int
+	// int96 maps top-level field index -> leaf column for flat INT96 columns, which are read
+	// here as timestamp[us] (see readInt96) instead of pqarrow's timestamp[ns].
+	int96    map[int]int
+	int96Def map[int]int16
 }
 
 func readerProps() *parquet.ReaderProperties {
@@ -81,16 +86,22 @@ func openParquet(ctx context.Context, f File, cfg *config) (src Source, err erro
 			return err
 		}
 		s.cols = len(fr.Manifest.Fields)
+		s.findInt96(fr.Manifest)
 		return nil
 	})
 	if err != nil {
 		return nil, corrupt(f.Path, err)
 	}
-	s.leaves = make([]int, s.meta.Schema.NumColumns())
-	for i := range s.leaves {
-		s.leaves[i] = i
+	for i := 0; i < s.meta.Schema.NumColumns(); i++ {
+		skip := false
+		for _, leaf := range s.int96 {
+			skip = skip || leaf == i
+		}
+		if !skip {
+			s.leaves = append(s.leaves, i)
+		}
 	}
-	if len(s.leaves) == 0 && s.meta.NumRows > 0 {
+	if len(s.leaves)+len(s.int96) == 0 && s.meta.NumRows > 0 {
 		return nil, fmt.Errorf("%w: %s: %d rows but no columns", ErrCorrupt, f.Path, s.meta.NumRows)
 	}
 	for i := 0; i < s.meta.NumRowGroups(); i++ {
@@ -168,6 +179,7 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 	}
 	batch := s.batchRows(unit)
 	var readers []*pqarrow.ColumnReader
+	i96 := map[int]*file.Int96ColumnChunkReader{}
 	defer func() {
 		for _, r := range readers {
 			if r != nil {
@@ -185,20 +197,25 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 		if err != nil {
 			return err
 		}
-		readers, _, err = fr.GetFieldReaders(ctx, s.leaves, []int{unit})
-		return err
+		if len(s.leaves) > 0 {
+			readers, _, err = fr.GetFieldReaders(ctx, s.leaves, []int{unit})
+			if err != nil {
+				return err
+			}
+		}
+		return s.openInt96(rdr, unit, &i96)
 	})
 	if err != nil {
 		return corrupt(where, err)
 	}
-	par := s.cfg.parquetParallel(len(readers))
+	par := s.cfg.parquetParallel(len(readers) + len(i96))
 	var got int64
 	for got < want {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("%s: %w", where, err)
 		}
 		n := min(batch, want-got)
-		rec, err := s.readBatch(readers, n, par)
+		rec, err := s.readBatch(readers, i96, n, par)
 		if err != nil {
 			return corrupt(where, err)
 		}
@@ -220,8 +237,8 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 
 // readBatch decodes the next n rows of every column, par columns at a time. It returns nil at the
 // end of the row group.
-func (s *parquetSource) readBatch(readers []*pqarrow.ColumnReader, n int64, par int) (arrow.RecordBatch, error) {
-	cols := make([]arrow.Array, len(readers))
+func (s *parquetSource) readBatch(readers []*pqarrow.ColumnReader, i96 map[int]*file.Int96ColumnChunkReader, n int64, par int) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, s.schema.NumFields())
 	releaseAll := func() {
 		for _, c := range cols {
 			if c != nil {
@@ -229,9 +246,25 @@ func (s *parquetSource) readBatch(readers []*pqarrow.ColumnReader, n int64, par 
 			}
 		}
 	}
-	read := func(i int) error {
-		return guard(func() error {
-			ch, err := readers[i].NextBatch(n)
+	// jobs[i] decodes output column i
+	jobs := make([]func() error, len(cols))
+	next := 0
+	for i := range cols {
+		if r, ok := i96[i]; ok {
+			jobs[i] = func() error {
+				var err error
+				cols[i], err = s.readInt96(r, s.int96Def[i], n)
+				return err
+			}
+			continue
+		}
+		if next >= len(readers) {
+			return nil, fmt.Errorf("%w: %d columns decoded, the schema has %d", ErrCorrupt, next, len(cols))
+		}
+		rd := readers[next]
+		next++
+		jobs[i] = func() error {
+			ch, err := rd.NextBatch(n)
 			if err != nil {
 				return err
 			}
@@ -246,11 +279,11 @@ func (s *parquetSource) readBatch(readers []*pqarrow.ColumnReader, n int64, par 
 				cols[i], err = array.Concatenate(ch.Chunks(), s.mem)
 			}
 			return err
-		})
+		}
 	}
 	if par <= 1 {
-		for i := range readers {
-			if err := read(i); err != nil {
+		for _, job := range jobs {
+			if err := guard(job); err != nil {
 				releaseAll()
 				return nil, err
 			}
@@ -258,8 +291,8 @@ func (s *parquetSource) readBatch(readers []*pqarrow.ColumnReader, n int64, par 
 	} else {
 		var g errgroup.Group
 		g.SetLimit(par)
-		for i := range readers {
-			g.Go(func() error { return read(i) })
+		for _, job := range jobs {
+			g.Go(func() error { return guard(job) })
 		}
 		if err := g.Wait(); err != nil {
 			releaseAll()
@@ -287,4 +320,105 @@ func (s *parquetSource) readBatch(readers []*pqarrow.ColumnReader, n int64, par 
 	})
 	releaseAll()
 	return rec, err
+}
+
+// int96Type is what flat INT96 columns are read as. pqarrow reads them as timestamp[ns, UTC] and fails on
+// the values Spark writes outside 1677-2262; microseconds hold every year from 1 to 9999, and
+// sub-microsecond digits (Impala) are truncated toward the past.
+var int96Type = &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
+
+// findInt96 notes the flat top-level INT96 columns and retypes them in the schema.
+func (s *parquetSource) findInt96(m *pqarrow.SchemaManifest) {
+	fields := s.schema.Fields()
+	changed := false
+	for i, f := range m.Fields {
+		if !f.IsLeaf() || i >= len(fields) {
+			continue
+		}
+		col := s.meta.Schema.Column(f.ColIndex)
+		if col.PhysicalType() != parquet.Types.Int96 || col.MaxRepetitionLevel() != 0 {
+			continue
+		}
+		if s.int96 == nil {
+			s.int96, s.int96Def = map[int]int{}, map[int]int16{}
+		}
+		s.int96[i] = f.ColIndex
+		s.int96Def[i] = col.MaxDefinitionLevel()
+		fields[i].Type = int96Type
+		changed = true
+	}
+	if changed {
+		meta := s.schema.Metadata()
+		s.schema = arrow.NewSchema(fields, &meta)
+	}
+}
+
+// openInt96 opens the INT96 column readers of a row group.
+func (s *parquetSource) openInt96(rdr *file.Reader, unit int, out *map[int]*file.Int96ColumnChunkReader) error {
+	if len(s.int96) == 0 {
+		return nil
+	}
+	rg := rdr.RowGroup(unit)
+	for field, leaf := range s.int96 {
+		cr, err := rg.Column(leaf)
+		if err != nil {
+			return err
+		}
+		r, ok := cr.(*file.Int96ColumnChunkReader)
+		if !ok {
+			return fmt.Errorf("column %d is not INT96", leaf)
+		}
+		(*out)[field] = r
+	}
+	return nil
+}
+
+// readInt96 reads up to n values of a flat INT96 column as microseconds.
+func (s *parquetSource) readInt96(r *file.Int96ColumnChunkReader, maxDef int16, n int64) (arrow.Array, error) {
+	vals := make([]parquet.Int96, n)
+	var defs []int16
+	if maxDef > 0 {
+		defs = make([]int16, n)
+	}
+	b := array.NewTimestampBuilder(s.mem, int96Type)
+	defer b.Release()
+	b.Reserve(int(n))
+	for int64(b.Len()) < n {
+		total, nvals, err := r.ReadBatch(n-int64(b.Len()), vals, defs, nil)
+		if err != nil {
+			return nil, err
+		}
+		if total == 0 {
+			break
+		}
+		if nvals > len(vals) || total > n {
+			return nil, fmt.Errorf("INT96 reader returned %d values for %d levels", nvals, total)
+		}
+		v := 0
+		for k := int64(0); k < total; k++ {
+			if maxDef > 0 && defs[k] < maxDef {
+				b.AppendNull()
+				continue
+			}
+			if v >= nvals {
+				return nil, fmt.Errorf("INT96 levels and values disagree")
+			}
+			us, ok := int96Micros(vals[v])
+			v++
+			if !ok {
+				return nil, fmt.Errorf("INT96 value outside the microsecond range")
+			}
+			b.Append(arrow.Timestamp(us))
+		}
+	}
+	return b.NewArray(), nil
+}
+
+// int96Micros converts an INT96 (nanoseconds of the day, Julian day) to microseconds since the
+// Unix epoch as Spark does: both parts signed, in wrapping 64-bit arithmetic, so that the extreme
+// values Spark writes (its minimum timestamp, year -290308) read back as written.
+func int96Micros(v parquet.Int96) (int64, bool) {
+	nanos := int64(binary.LittleEndian.Uint64(v[:8]))
+	days := int64(int32(binary.LittleEndian.Uint32(v[8:]))) - 2_440_588
+	return days*86_400_000_000 + nanos/1000, true
 }
