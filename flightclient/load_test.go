@@ -109,6 +109,12 @@ func TestLoadCoalescedAndPartialAcks(t *testing.T) {
 // TestLoadReplayAfterUnavailable fails the first call after acknowledging part of a frame; the second
 // call must start exactly at the first unacknowledged row, with offsets from 0.
 func TestLoadReplayAfterUnavailable(t *testing.T) {
+	for _, c := range []partitioner.Compression{partitioner.CompressionNone, partitioner.CompressionLZ4, partitioner.CompressionZSTD} {
+		t.Run(c.String(), func(t *testing.T) { testReplayAfterUnavailable(t, c) })
+	}
+}
+
+func testReplayAfterUnavailable(t *testing.T, compression partitioner.Compression) {
 	mem := checked(t)
 	srv := newServer(t, mem)
 	var partial int64
@@ -127,7 +133,7 @@ func TestLoadReplayAfterUnavailable(t *testing.T) {
 		return nil
 	}
 	srv.start(t)
-	fx := newFixture(t, mem, 2000, 2<<10)
+	fx := newFixture(t, mem, 2000, 2<<10, partitioner.WithCompression(compression))
 	c := testClient(t, srv.endpoint(), flightclient.Zerobus)
 	stats, log, err := load(t.Context(), t, c, fx, 1)
 	if err != nil {
@@ -583,5 +589,61 @@ func TestLoadBadArguments(t *testing.T) {
 	// No frames at all: nothing to do, no call opened.
 	if _, err := c.Load(t.Context(), tableName, nil, fx.enc, 3, frames, nil); err != nil {
 		t.Errorf("Load(no frames) = %v; want nil", err)
+	}
+}
+
+// TestLoadServerEndsCall ends the first call in ways a client must recover from by replaying.
+func TestLoadServerEndsCall(t *testing.T) {
+	tests := []struct {
+		name    string
+		onSetup func(c *call) error
+		onFrame func(c *call) error
+	}{
+		{"Unavailable right after READY", func(c *call) error {
+			if c.n > 0 {
+				return nil
+			}
+			if err := c.sendRaw(zerobus.Ready().Marshal()); err != nil {
+				return err
+			}
+			return status.Error(codes.Unavailable, "going away")
+		}, nil},
+		{"OK with frames unacknowledged", nil, func(c *call) error {
+			if c.n == 0 && len(c.frameEnds) == 2 {
+				return errEndOK
+			}
+			return c.ackAll()
+		}},
+		{"Internal after a partial ack", nil, func(c *call) error {
+			if c.n == 0 && len(c.frameEnds) == 3 {
+				if err := c.ack(c.frameEnds[1]+1, nil); err != nil {
+					return err
+				}
+				return status.Error(codes.Internal, "disk hiccup")
+			}
+			if c.n == 0 {
+				return nil
+			}
+			return c.ackAll()
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := checked(t)
+			srv := newServer(t, mem)
+			srv.onSetup, srv.onFrame = tt.onSetup, tt.onFrame
+			srv.start(t)
+			fx := newFixture(t, mem, 2000, 2<<10)
+			c := testClient(t, srv.endpoint(), flightclient.Zerobus)
+			stats, log, err := load(t.Context(), t, c, fx, 1)
+			if err != nil {
+				t.Fatalf("Load() = %v", err)
+			}
+			log.check(t, fx)
+			srv.checkDurable(t, fx.rows)
+			if stats.Retries != 1 {
+				t.Errorf("Stats.Retries = %d; want 1", stats.Retries)
+			}
+		})
 	}
 }
