@@ -134,7 +134,15 @@ func saveRejected(tableDir string, seq uint64, r walRecord) (string, error) {
 		f.Close()
 		return "", err
 	}
-	return path, f.Close()
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return "", err
+	}
+	defer d.Close()
+	return path, d.Sync()
 }
 
 func walDir(tableDir string) string { return filepath.Join(tableDir, "_sink", "wal") }

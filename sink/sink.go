@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/loaderproject/loader/sink/internal/wal"
 	"github.com/loaderproject/loader/tableschema"
@@ -173,6 +174,9 @@ func New(wh *warehouse.Warehouse, opts ...Option) *Server {
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.streamInterceptor),
 		grpc.WaitForHandlers(true),
+		// Clients keep long DoPut streams open and may ping to keep NATs and proxies awake; gRPC's
+		// default policy would cut them off for pinging more than every five minutes.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
 	)
 	flight.RegisterFlightServiceServer(s.grpc, &service{s: s})
 	return s

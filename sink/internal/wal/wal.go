@@ -166,7 +166,7 @@ func (p *Pending) Err() error { <-p.done; return p.err }
 // Open opens (creating if needed) the log in dir, locks it, recovers it and starts its writer.
 func Open(dir string, opts ...Option) (*WAL, error) {
 	cfg := newConfig(opts)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := mkdirAllSync(dir); err != nil {
 		return nil, fmt.Errorf("wal %s: %w", dir, err)
 	}
 	lock, err := lockDir(filepath.Join(dir, lockName))
@@ -403,6 +403,25 @@ func (w *WAL) startSegment() error {
 	w.segs = append(w.segs, &segment{first: w.next, size: int64(len(magic)), path: path})
 	w.mu.Unlock()
 	return nil
+}
+
+// mkdirAllSync creates dir and its missing parents, fsyncing each parent after a child is created
+// in it, so the log's directory survives a power loss along with the records in it.
+func mkdirAllSync(dir string) error {
+	dir = filepath.Clean(dir)
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirAllSync(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return syncDir(parent)
 }
 
 func syncDir(dir string) error {
