@@ -68,4 +68,3 @@ func BenchmarkLoad(b *testing.B) {
 		})
 	}
 }
-

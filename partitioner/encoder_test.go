@@ -226,7 +226,7 @@ func TestEncodeFramesFitAndRoundTrip(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%s/%d", sh.name, c, limit), func(t *testing.T) {
 					mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 					defer mem.AssertSize(t, 0)
-					rec := sh.build(mem, 3000)
+					rec := sh.build(mem, 2000)
 					defer rec.Release()
 					enc, err := partitioner.NewEncoder(rec.Schema(), limit, partitioner.WithCompression(c), partitioner.WithAllocator(mem))
 					if err != nil {
