@@ -34,8 +34,11 @@
 // number}; after the commit it deletes fully committed log segments. On start, Serve commits every
 // record above the table's txn version, so a crash between a Delta commit and the segment cleanup
 // does not commit rows twice, and a crash before the commit loses nothing acknowledged. Records that
-// no longer fit the table (its schema was replaced through Flight SQL) are moved to
-// <table>/_sink/rejected as Arrow IPC streams, as Zerobus moves them to _zerobus/table_rejected_parquets.
+// no longer fit the table (its schema was replaced after they were acknowledged) are moved to
+// <table>/_sink/rejected as Arrow IPC streams and logged as errors, as Zerobus moves such rows to
+// _zerobus/table_rejected_parquets. Each table's log is locked with flock: a second sink over the same
+// warehouse fails to start (or to open that table) with a clear error instead of sharing the log.
+// Flight SQL ingest does not use the log: the call commits before it returns its row count.
 //
 // # Acks
 //
@@ -43,6 +46,13 @@
 // stream (gRPC allows one sender), which coalesces acks that become durable together. After the
 // client half-closes, the remaining acks follow and the call ends OK. On Shutdown, a stream stops
 // reading, acknowledges what is durable, and ends with Unavailable so the client reconnects later.
+//
+// # Auth and faults
+//
+// With tokens configured (WithTokens), every RPC needs "authorization: Bearer <token>", else
+// Unauthenticated. Faults (WithFaults, SetFaults, or the sinkapi.ActionFaults action) inject stream
+// drops, ack delays, rotation requests and Unavailable calls deterministically, for clients' recovery
+// tests; they are off by default.
 //
 // # Memory
 //

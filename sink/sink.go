@@ -82,12 +82,13 @@ func WithCommitInterval(d time.Duration) Option {
 }
 
 // WithDiscard makes the server validate and acknowledge data without storing it, for client
-// benchmarks. The server logs a warning when it starts in this mode.
+// benchmarks, in every dialect (Flight SQL ingest counts rows and creates no table). The server logs a
+// warning when it starts in this mode. Default false.
 func WithDiscard(discard bool) Option {
 	return func(c *config) { c.discard = discard }
 }
 
-// WithLogger sets the logger. Default: discard.
+// WithLogger sets the logger. Default: discard; nil keeps the default.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) {
 		if l != nil {
@@ -96,7 +97,7 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithFaults installs a fault set from the start.
+// WithFaults installs a fault set from the start. Default: none (the zero Faults).
 func WithFaults(f Faults) Option {
 	return func(c *config) { c.faults = f }
 }
