@@ -21,6 +21,10 @@
 //     closed early when no frame arrives for a short while ([WithIdleFlush]), so acknowledgements
 //     (and the caller's memory budget) never stall.
 //
+// In the dialects that acknowledge at the end of a call, a call also ends when the stream's
+// unacknowledged bytes reach the stream cap, so a call carries at most min(WithCallBytes,
+// WithStreamCap) bytes (plus one frame).
+//
 // # Streams, acknowledgements and replay
 //
 // [Client.Load] runs one goroutine per stream. A stream opens its DoPut when its first frame arrives,
@@ -40,6 +44,23 @@
 // Fatal errors stop every stream: a schema mismatch (the error carries the gRPC status, so
 // zerobus.AsSchemaError recovers the causes), authentication, a missing table, a protocol violation
 // (an acknowledgement of more rows than were sent, an answer that is not an ack) or retries exhausted.
+//
+// # Frames and memory
+//
+// A frame's bytes go to the socket without being copied: the DoPut codec references the body as it is.
+// Frames must therefore not be modified once they were sent on the channel, for as long as Load runs
+// (the partitioner never modifies a frame). A partly acknowledged frame that must be re-sliced is
+// decoded and re-encoded into new frames; the original is left untouched and is still the one
+// reported.
+//
+// # Protocol details
+//
+// A repeated READY after setup is ignored (it acknowledges nothing). ack_up_to_offset is not used to
+// complete frames, only ack_up_to_records, as in the SDKs. An ack of more records than were sent on the
+// DoPut, an answer that is not ack JSON, or a first answer that is not READY is a protocol violation
+// (an error wrapping zerobus.ErrProtocol) and stops the load: replaying into a server whose count we
+// cannot trust could lose rows. A Flight SQL DoPutUpdateResult whose record count is neither -1
+// (unknown) nor the number of rows the call sent is treated the same way.
 //
 // # Cancellation and leaks
 //

@@ -348,7 +348,7 @@ func (s *stream) session(ctx context.Context) (endReason, error) {
 		return 0, err
 	}
 	s.lr.calls.Add(1)
-	ps, err := s.svc.DoPut(octx)
+	ps, err := s.svc.DoPut(octx, callCodec)
 	if err != nil {
 		return 0, classify(fmt.Errorf("open: %w", err))
 	}
