@@ -275,3 +275,27 @@ func TestNewFromConn(t *testing.T) {
 		t.Error("NewFromConn(nil) = nil error")
 	}
 }
+
+// TestMessageLimits sends frames larger than gRPC's default limits: the client's send limit follows
+// WithMaxFrameBytes.
+func TestMessageLimits(t *testing.T) {
+	mem := checked(t)
+	srv := newServer(t, mem)
+	srv.start(t, grpc.MaxRecvMsgSize(32<<20))
+	const limit = 6 << 20
+	fx := newFixture(t, mem, 200_000, limit)
+	if fx.frames[0].Size() <= 4<<20 {
+		t.Fatalf("frames of %d bytes; the test needs frames over 4 MiB", fx.frames[0].Size())
+	}
+	small := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithRetry(0, time.Millisecond, time.Millisecond))
+	if _, _, err := load(t.Context(), t, small, fx, 1); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("Load() of %d-byte frames with the default limit = %v; want ResourceExhausted", fx.frames[0].Size(), err)
+	}
+	big := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithMaxFrameBytes(limit))
+	_, log, err := load(t.Context(), t, big, fx, 1)
+	if err != nil {
+		t.Fatalf("Load() with WithMaxFrameBytes = %v", err)
+	}
+	log.check(t, fx)
+	srv.checkDurable(t, fx.rows)
+}
