@@ -464,3 +464,38 @@ func TestPreCancelled(t *testing.T) {
 		t.Error("DoAction(cancelled) succeeded")
 	}
 }
+
+// TestShutdownCutsOffStuckCalls: a client that opened a DoPut and never sent its schema cannot hold
+// Shutdown past its context; the call is cut off and nothing leaks.
+func TestShutdownCutsOffStuckCalls(t *testing.T) {
+	e := start(t, "", sink.WithCommitInterval(time.Hour))
+	name, ts := e.createTable("main.default.stuck", "id BIGINT NOT NULL")
+	e.ingest(name, ts.Arrow(), 0, 1, 5)
+	st := e.zerobus(context.Background(), name.String(), "") // no schema frame, ever
+	recvErr := make(chan error, 1)
+	go func() { _, err := st.Recv(); recvErr <- err }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	e.down = true
+	// The deadline is spent waiting for the stuck call, so the final commit is skipped and says so.
+	if err := e.srv.Shutdown(ctx); err == nil || !strings.Contains(err.Error(), "stay in the write-ahead log") {
+		t.Errorf("Shutdown() = %v; want the skipped final commit reported", err)
+	}
+	if err := <-e.served; err != nil {
+		t.Errorf("Serve() = %v", err)
+	}
+	if err := <-recvErr; err == nil {
+		t.Error("the stuck call ended without an error")
+	}
+	e.conn.Close()
+	e.mem.AssertSize(t, 0)
+	tbl, _ := e.wh.Table(t.Context(), name)
+	if p, err := sink.PendingRows(t.Context(), tbl); err != nil || p != 5 {
+		t.Errorf("PendingRows = %d, %v; want the 5 acknowledged rows in the log", p, err)
+	}
+	e2 := start(t, e.wh.Dir())
+	if c := e2.flushCount(name); c.Committed != 5 {
+		t.Errorf("after restart: %+v; want 5 committed", c)
+	}
+}

@@ -433,3 +433,42 @@ func TestCancelledClient(t *testing.T) {
 		t.Errorf("DoPut on a cancelled context = %v; want Canceled", err)
 	}
 }
+
+// TestZeroRowFrame: a frame with no rows is acknowledged (the record count stays) and stores nothing.
+func TestZeroRowFrame(t *testing.T) {
+	e := start(t, "")
+	name, ts := e.createTable("main.default.z", "id BIGINT NOT NULL, s STRING")
+	full := batch(t, memory.DefaultAllocator, ts.Arrow(), 0, 4)
+	defer full.Release()
+	empty := full.NewSlice(0, 0)
+	defer empty.Release()
+	schemaFrame, data := encode(t, ts.Arrow(), []arrow.RecordBatch{full, empty, full})
+	st := e.zerobus(t.Context(), name.String(), "")
+	if _, err := setup(st, schemaFrame); err != nil {
+		t.Fatal(err)
+	}
+	var acks []zerobus.Ack
+	for i, fd := range data {
+		if err := st.Send(withOffset(fd, int64(i))); err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := zerobus.ParseAck(res.GetAppMetadata())
+		acks = append(acks, a)
+	}
+	want := []zerobus.Ack{{Offset: 0, Records: 4}, {Offset: 1, Records: 4}, {Offset: 2, Records: 8}}
+	for i := range want {
+		if acks[i] != want[i] {
+			t.Errorf("ack %d = %s; want %s", i, acks[i].Marshal(), want[i].Marshal())
+		}
+	}
+	if _, err := drain(st); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.flushCount(name); c.Committed != 8 {
+		t.Errorf("committed %d; want 8 (ids 0-3 twice would be a duplicate)", c.Committed)
+	}
+}
