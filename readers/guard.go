@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -134,4 +135,55 @@ func dataBytes(d arrow.ArrayData) int64 {
 		}
 	}
 	return total
+}
+
+// stepper runs decoder steps so that a cancelled context returns at once even when a decoder is
+// stuck inside a step (a file crafted to make it loop or a stalled pipe). The stuck step is
+// abandoned: its goroutine runs on, and the cleanup that finish was given runs when it ends, so the
+// step's readers and results are released then rather than under its feet.
+type stepper struct {
+	mu      sync.Mutex
+	running bool
+	cleanup func()
+}
+
+// run calls fn (under guard) on its own goroutine and waits for it or for ctx.
+func (s *stepper) run(ctx context.Context, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	s.mu.Lock()
+	s.running = true
+	s.mu.Unlock()
+	go func() {
+		err := guard(fn)
+		s.mu.Lock()
+		s.running = false
+		c := s.cleanup
+		s.cleanup = nil
+		s.mu.Unlock()
+		if c != nil {
+			c()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// finish runs cleanup now, or when the abandoned step ends if one is still running.
+func (s *stepper) finish(cleanup func()) {
+	s.mu.Lock()
+	if s.running {
+		s.cleanup = cleanup
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	cleanup()
 }

@@ -89,8 +89,20 @@ func (s *ipcFileSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	var r *ipc.FileReader
-	err := guard(func() error {
+	var (
+		r       *ipc.FileReader
+		pending arrow.RecordBatch
+		st      = &stepper{}
+	)
+	defer st.finish(func() {
+		if r != nil {
+			r.Close()
+		}
+		if pending != nil {
+			pending.Release()
+		}
+	})
+	err := st.run(ctx, func() error {
 		var err error
 		r, err = ipc.NewFileReader(io.NewSectionReader(s.fh, 0, s.f.Size), ipcOptions(s.mem, s.f.Size)...)
 		return err
@@ -98,28 +110,25 @@ func (s *ipcFileSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 	if err != nil {
 		return corrupt(where, err)
 	}
-	defer r.Close()
 	first, end := s.batchRange(unit)
 	for i := first; i < end; i++ {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
-		}
-		var rec arrow.RecordBatch
-		err := guard(func() error {
-			var err error
-			rec, err = r.RecordBatchAt(i)
-			if err == nil {
-				err = validateRecord(rec)
-				if err != nil {
-					rec.Release()
-					rec = nil
-				}
+		err := st.run(ctx, func() error {
+			rec, err := r.RecordBatchAt(i)
+			if err != nil {
+				return err
 			}
-			return err
+			if err := validateRecord(rec); err != nil {
+				rec.Release()
+				return err
+			}
+			pending = rec
+			return nil
 		})
 		if err != nil {
 			return corrupt(fmt.Sprintf("%s: record batch %d", s.f.Path, i), err)
 		}
+		rec := pending
+		pending = nil
 		err = sliceBatches(rec, s.cfg.batchBytes, fn)
 		rec.Release()
 		if err != nil {
@@ -177,9 +186,21 @@ func (s *ipcStreamSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	defer fh.Close()
-	var r *ipc.Reader
-	err = guard(func() error {
+	var (
+		r       *ipc.Reader
+		pending arrow.RecordBatch
+		st      = &stepper{}
+	)
+	defer st.finish(func() {
+		if r != nil {
+			r.Release()
+		}
+		if pending != nil {
+			pending.Release()
+		}
+		fh.Close()
+	})
+	err = st.run(ctx, func() error {
 		var err error
 		r, err = ipc.NewReader(bufio.NewReader(fh), ipcOptions(s.mem, s.f.Size)...)
 		return err
@@ -187,27 +208,24 @@ func (s *ipcStreamSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.
 	if err != nil {
 		return corrupt(where, err)
 	}
-	defer r.Release()
 	for batch := 0; ; batch++ {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
-		}
-		var rec arrow.RecordBatch
-		err := guard(func() error {
+		err := st.run(ctx, func() error {
 			if !r.Next() {
 				return r.Err()
 			}
-			rec = r.RecordBatch()
+			rec := r.RecordBatch()
 			if err := validateRecord(rec); err != nil {
-				rec = nil
 				return err
 			}
 			rec.Retain()
+			pending = rec
 			return nil
 		})
 		if err != nil {
 			return corrupt(fmt.Sprintf("%s: record batch %d", s.f.Path, batch), err)
 		}
+		rec := pending
+		pending = nil
 		if rec == nil {
 			return nil
 		}

@@ -180,14 +180,19 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 	batch := s.batchRows(unit)
 	var readers []*pqarrow.ColumnReader
 	i96 := map[int]*file.Int96ColumnChunkReader{}
-	defer func() {
+	var pending arrow.RecordBatch
+	st := &stepper{}
+	defer st.finish(func() {
 		for _, r := range readers {
 			if r != nil {
 				r.Release()
 			}
 		}
-	}()
-	err := guard(func() error {
+		if pending != nil {
+			pending.Release()
+		}
+	})
+	err := st.run(ctx, func() error {
 		rdr, err := file.NewParquetReader(io.NewSectionReader(s.fh, 0, s.f.Size),
 			file.WithReadProps(readerProps()), file.WithMetadata(s.meta))
 		if err != nil {
@@ -211,14 +216,17 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 	par := s.cfg.parquetParallel(len(readers) + len(i96))
 	var got int64
 	for got < want {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
-		}
 		n := min(batch, want-got)
-		rec, err := s.readBatch(readers, i96, n, par)
+		err := st.run(ctx, func() error {
+			var err error
+			pending, err = s.readBatch(readers, i96, n, par)
+			return err
+		})
 		if err != nil {
 			return corrupt(where, err)
 		}
+		rec := pending
+		pending = nil
 		if rec == nil {
 			break
 		}

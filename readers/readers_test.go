@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -535,4 +536,58 @@ func TestGuardedAllocation(t *testing.T) {
 		t.Errorf("read with a 1 KiB cap = %v; want ErrCorrupt naming the limit", err)
 	}
 	_ = time.Second
+}
+
+// TestStalledDecoderStopsWithContext feeds an IPC stream through a pipe that stalls halfway
+// through a batch: ReadUnit must return the context's error instead of hanging, and the abandoned
+// decode must release everything once the pipe closes.
+func TestStalledDecoderStopsWithContext(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "stalled.arrows")
+	rec := testRecord(t, memory.NewGoAllocator(), 0, 2000)
+	defer rec.Release()
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()))
+	w.Write(rec)
+	w.Close()
+	full := buf.Bytes()
+	// Open reads the schema from a plain file; the file is then replaced by a pipe for ReadUnit.
+	touch(t, path, full)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	src, err := readers.Open(context.Background(), readers.File{Path: path}, readers.WithAllocator(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path)
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		src.Close()
+		t.Skipf("no named pipes: %v", err)
+	}
+	release := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		f.Write(full[:len(full)/2]) // the schema and part of a batch, then a stall
+		<-release
+		f.Close()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err = src.ReadUnit(ctx, 0, func(arrow.RecordBatch) error { return nil })
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), path) {
+		t.Errorf("ReadUnit on a stalled stream = %v; want the deadline error naming the file", err)
+	}
+	close(release)
+	if r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+		r.Close() // unblocks the writer if ReadUnit never opened the pipe
+	}
+	<-done
+	src.Close()
+	goleak.VerifyNone(t)
+	// the abandoned step has ended (no goroutine is left), so its cleanup has run
+	mem.AssertSize(t, 0)
 }
