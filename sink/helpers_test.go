@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -390,19 +389,6 @@ func expected(t testing.TB, table *arrow.Schema, ids ...[2]int64) map[int64]stri
 		rec.Release()
 	}
 	return out
-}
-
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("gave up waiting for %s", what)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }
 
 func contains(s string, subs ...string) []string {
