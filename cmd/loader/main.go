@@ -14,8 +14,8 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := exitCode(ctx, err) // before stop(), which cancels ctx
 	stop()
-	code := exitCode(ctx, err)
 	if err != nil && code != exitOK {
 		fmt.Fprintln(os.Stderr, "loader:", err)
 	}
