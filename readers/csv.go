@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -59,8 +60,8 @@ type CSVOptions struct {
 	LazyQuotes bool
 	// OnBadRow, when set, receives each row that cannot be parsed (wrong field count, a value that
 	// does not parse into its column) and the row is skipped; an error it returns stops the read.
-	// When nil, the first bad row fails the unit with a *RowError. It is called on the goroutine
-	// that called ReadUnit.
+	// When nil, the first bad row fails the unit with a *RowError. Calls for one ReadUnit never
+	// overlap and come in file order, from a goroutine ReadUnit waits on.
 	OnBadRow func(BadRow) error
 	// MaxRecordBytes bounds one record (an unterminated quote must not swallow the file). 0
 	// means 64 MiB.
@@ -374,76 +375,129 @@ func (s *csvSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Record
 	if err != nil {
 		return fmt.Errorf("%s: %w", where, err)
 	}
-	defer closeFn()
-	t := s.d.tokenizer(r)
+	rd := &csvUnit{s: s, t: s.d.tokenizer(r), bld: array.NewRecordBuilder(s.cfg.mem, s.schema)}
+	rd.convs = make([]conv, len(s.names))
+	for i := range rd.convs {
+		rd.convs[i] = newConv(s.cfg.mem, rd.bld.Field(i), s.decimals[i], &s.d.conv)
+	}
+	st := &stepper{}
+	defer st.finish(func() {
+		rd.release()
+		closeFn()
+	})
 	if !s.d.o.NoHeader {
-		if _, err := t.next(); err != nil {
-			if err == io.EOF {
-				return nil
+		var eof bool
+		err := st.run(ctx, func() error {
+			if _, err := rd.t.next(); err != nil {
+				if err == io.EOF {
+					eof = true
+					return nil
+				}
+				return s.readErr(err)
 			}
-			return s.readErr(err)
-		}
-	}
-	bld := array.NewRecordBuilder(s.cfg.mem, s.schema)
-	defer bld.Release()
-	convs := make([]conv, len(s.names))
-	for i := range convs {
-		convs[i] = newConv(s.cfg.mem, bld.Field(i), s.decimals[i], &s.d.conv)
-	}
-	defer func() {
-		for _, c := range convs {
-			if j, ok := c.(*jsonConv); ok {
-				j.release()
-			}
-		}
-	}()
-	rows := 0
-	flush := func() error {
-		if rows == 0 {
 			return nil
-		}
-		var rec arrow.RecordBatch
-		if err := guard(func() error { rec = bld.NewRecordBatch(); return nil }); err != nil {
+		})
+		if err != nil {
 			return corrupt(where, err)
 		}
-		rows = 0
-		err := fn(rec)
-		rec.Release()
-		return err
+		if eof {
+			return nil
+		}
 	}
-	bld.Reserve(s.batch)
-	ncol := len(convs)
 	for {
-		if rows == 0 {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("%s: %w", where, err)
+		var done bool
+		err := st.run(ctx, func() error {
+			var err error
+			done, err = rd.fill()
+			return err
+		})
+		if err != nil {
+			if errors.Is(err, ErrBadRow) || !isDecodeErr(err) {
+				return err // a bad row or OnBadRow's own error, as it is
+			}
+			return corrupt(where, err)
+		}
+		rec := rd.pending
+		rd.pending = nil
+		if rec != nil {
+			err = fn(rec)
+			rec.Release()
+			if err != nil {
+				return err
 			}
 		}
-		line, err := t.next()
+		if done {
+			return nil
+		}
+	}
+}
+
+// isDecodeErr reports errors that come from decoding rather than from the caller's callbacks.
+func isDecodeErr(err error) bool {
+	var pe *panicError
+	return errors.As(err, &pe) || errors.Is(err, ErrCorrupt) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// csvUnit is the state of one ReadUnit of a CSV file.
+type csvUnit struct {
+	s       *csvSource
+	t       *tokenizer
+	bld     *array.RecordBuilder
+	convs   []conv
+	pending arrow.RecordBatch
+}
+
+func (u *csvUnit) release() {
+	for _, c := range u.convs {
+		if j, ok := c.(*jsonConv); ok {
+			j.release()
+		}
+	}
+	if u.pending != nil {
+		u.pending.Release()
+		u.pending = nil
+	}
+	u.bld.Release()
+}
+
+// fill parses rows until a batch is full or the file ends, leaving the batch in pending. done is
+// true at the end of the file.
+func (u *csvUnit) fill() (done bool, err error) {
+	s := u.s
+	ncol := len(u.convs)
+	rows := 0
+	u.bld.Reserve(s.batch)
+	defer func() {
+		if rows > 0 && err == nil {
+			u.pending = u.bld.NewRecordBatch()
+		}
+	}()
+	for rows < s.batch {
+		line, err := u.t.next()
 		if err == io.EOF {
-			break
+			return true, nil
 		}
 		if err != nil {
-			return s.readErr(err)
+			return false, s.readErr(err)
 		}
 		bad := func(col, reason string) error {
 			if s.d.o.OnBadRow != nil {
-				return s.d.o.OnBadRow(BadRow{File: s.f.Path, Line: line, Column: col, Reason: reason, Fields: t.strings()})
+				return s.d.o.OnBadRow(BadRow{File: s.f.Path, Line: line, Column: col, Reason: reason, Fields: u.t.strings()})
 			}
 			return &RowError{File: s.f.Path, Line: line, Column: col, Reason: reason}
 		}
-		nf := t.fields()
+		nf := u.t.fields()
 		if nf > ncol || (nf < ncol && !s.d.o.AllowRagged) {
 			if err := bad("", fmt.Sprintf("%d fields, want %d", nf, ncol)); err != nil {
-				return err
+				return false, err
 			}
 			continue
 		}
 		ok := true
 		for i := 0; i < nf; i++ {
-			if reason := convs[i].parse(t.field(i)); reason != "" {
+			if reason := u.convs[i].parse(u.t.field(i)); reason != "" {
 				if err := bad(s.names[i], reason); err != nil {
-					return err
+					return false, err
 				}
 				ok = false
 				break
@@ -452,26 +506,15 @@ func (s *csvSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Record
 		if !ok {
 			continue
 		}
-		err = guard(func() error {
-			for i := 0; i < nf; i++ {
-				convs[i].commit()
-			}
-			for i := nf; i < ncol; i++ {
-				convs[i].null()
-			}
-			return nil
-		})
-		if err != nil {
-			return corrupt(fmt.Sprintf("%s: line %d", s.f.Path, line), err)
+		for i := 0; i < nf; i++ {
+			u.convs[i].commit()
+		}
+		for i := nf; i < ncol; i++ {
+			u.convs[i].null()
 		}
 		rows++
-		if rows >= s.batch {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
 	}
-	return flush()
+	return false, nil
 }
 
 // inferType picks the narrowest type every sampled value of column i parses as: BIGINT, DOUBLE,
