@@ -5,4 +5,69 @@
 // stream file. Reading a unit twice yields the same rows in the same order, so a resume can skip rows
 // it already delivered. Memory is bounded by bytes: batches are sized to WithBatchBytes, never by a
 // row count the file controls.
+//
+// # Finding files
+//
+// Discover expands files, directories and globs (with ** through
+// github.com/bmatcuk/doublestar/v4) into a deterministic list: sources in the order given, each in
+// lexical path order, without duplicates. Below a source, names starting with "." or "_" (_SUCCESS,
+// _delta_log, .git) and *.crc files are skipped, as are files whose format cannot be told. The
+// format comes from the extension and the magic bytes (PAR1 or PARE for Parquet, ARROW1 for an IPC
+// file, 0xFFFFFFFF for an IPC stream, or a legacy length prefix; gzip and zstd magic for compressed
+// CSV); magic bytes win over the extension. WithInclude and WithExclude filter with globs, and
+// key=value directories between a source and a file are recorded as File.Partitions.
+//
+// # Formats
+//
+// Parquet is read with arrow-go's parquet/file and pqarrow: one unit per row group, read in batches
+// whose row count comes from the row group's uncompressed bytes per row, so a batch is about
+// WithBatchBytes. Columns of a batch decode in parallel for wide files (WithParquetParallelism).
+// Types come through as pqarrow gives them (decimals of every width, float16, unsigned integers,
+// legacy lists, maps, structs): schemamatch casts them. Flat INT96 columns are the exception: they
+// are read as timestamp[us, UTC] with Spark's arithmetic, so Spark's timestamps outside 1677-2262
+// load (pqarrow refuses them as nanoseconds). Encrypted files fail with ErrEncrypted.
+//
+// An IPC file's unit is a run of consecutive record batches of about WithBatchBytes on disk; an IPC
+// stream is one unit read in order. Dictionary-encoded columns are passed through (schemamatch
+// unpacks them). Decoded batches are validated (offsets, buffer sizes, dictionary indices) so a
+// corrupt file fails here, and batches larger than WithBatchBytes are handed out as zero-copy slices.
+//
+// CSV is one unit per file, parsed by this package's RFC 4180 tokenizer into typed Arrow builders
+// (see CSVOptions for the dialect: delimiter, quote, escape, comments, header or names, null markers,
+// timestamp and date layouts, ragged rows, a BOM, CRLF, gzip and zstd). With WithTable, each column
+// is parsed by header name straight into the table's canonical type (DECIMAL text is validated and
+// normalised to the column's scale; ARRAY, MAP and STRUCT fields are JSON), and columns the table
+// lacks are text. Without a table, types are inferred from the first rows (InferRows). A row that
+// does not parse is a *RowError naming the file, line and column, never the value; with
+// CSVOptions.OnBadRow such rows are handed to the caller (for a dead-letter file) and skipped.
+//
+// arrow-go's arrow/csv is not used: its errors quote row values, do not name the row, and it has no
+// escape character, ragged rows or per-row recovery, all of which loading real files needs.
+//
+// # Hive partitions
+//
+// With WithPartitionColumns (the default), a file's partition values are appended to every batch as
+// columns after the file's own, typed by the table's column of that name (text otherwise);
+// __HIVE_DEFAULT_PARTITION__ is a null. A file column of the same name wins.
+//
+// # Errors and bad files
+//
+// Errors name the file and, when reading, the unit. A file that cannot be decoded fails with an error
+// wrapping ErrCorrupt: decoder errors, recovered decoder panics, and allocations over
+// WithMaxAllocation (a corrupt length must not ask for terabytes; the Go runtime cannot recover from
+// that). Every decode step runs under the context: when it is cancelled or its deadline passes,
+// ReadUnit returns at once even if a decoder is stuck, and the stuck step's buffers are released when
+// it ends. Nothing leaks on error paths beyond what arrow-go itself leaks (some of its decoders and
+// error paths leave buffers to the garbage collector; the tests check the loader adds none).
+//
+// Valid files arrow-go v18.8.0 cannot read, and which therefore fail with ErrCorrupt: Hadoop-LZ4
+// Parquet, an empty compressed V2 data page, MAP columns whose keys are not required (Presto), an
+// unknown logical type. Page checksums are not verified (arrow-go has no option for it).
+//
+// # Concurrency and memory
+//
+// A Source may be shared: ReadUnit calls for the same or different units run concurrently, each with
+// its own decoders over the shared file handle and footer. Batches come from WithAllocator's
+// allocator; ReadUnit releases each batch after fn returns, so fn must Retain what it keeps. Close
+// the Source when done; ReadUnit calls must have returned by then.
 package readers
