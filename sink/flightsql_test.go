@@ -292,6 +292,33 @@ func TestADBCIngest(t *testing.T) {
 		}
 	}
 	sameRows(t, scan(t, e.wh, name), sqlExpected(100, 7))
+
+	// The catalog commands: ADBC's GetTableSchema and GetObjects see the table.
+	got, err := cnxn.GetTableSchema(ctx, ptr("lake"), ptr("bronze"), "adbc_t")
+	if err != nil {
+		t.Fatalf("GetTableSchema = %v", err)
+	}
+	want, _ := tableschema.ParseColumns("id BIGINT NOT NULL, name STRING, at TIMESTAMP, score FLOAT")
+	if !got.Equal(want.Arrow()) {
+		t.Errorf("GetTableSchema = %v; want %v", got, want.Arrow())
+	}
+	if _, err := cnxn.GetTableSchema(ctx, ptr("lake"), ptr("bronze"), "nope"); err == nil {
+		t.Error("GetTableSchema(nope) succeeded")
+	}
+	objs, err := cnxn.GetObjects(ctx, adbc.ObjectDepthTables, nil, ptr("bron%"), ptr("adbc_%"), nil, nil)
+	if err != nil {
+		t.Fatalf("GetObjects = %v", err)
+	}
+	var js strings.Builder
+	for objs.Next() {
+		if err := array.RecordToJSON(objs.RecordBatch(), &js); err != nil {
+			t.Fatal(err)
+		}
+	}
+	objs.Release()
+	if m := contains(js.String(), `"catalog_name":"lake"`, `"db_schema_name":"bronze"`, `"table_name":"adbc_t"`, `"table_type":"TABLE"`); len(m) > 0 {
+		t.Errorf("GetObjects = %s; lacks %v", js.String(), m)
+	}
 }
 
 // TestFlightSQLUnsupported: other Flight SQL commands answer clearly.
