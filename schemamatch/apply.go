@@ -142,6 +142,10 @@ func (c *applyCtx) apply(n *node, in arrow.Array, reach []int) (arrow.Array, err
 }
 
 func (c *applyCtx) convert(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
+	if in.Len() == 0 && n.kind != kShare {
+		// empty arrays may come without buffers (IPC writers omit them)
+		return array.MakeArrayOfNull(c.mem, n.out, 0), nil
+	}
 	switch n.kind {
 	case kShare:
 		in.Retain()

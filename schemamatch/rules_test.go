@@ -272,3 +272,31 @@ func TestRefusedRules(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyBatches applies every allowed rule to a zero-row batch.
+func TestEmptyBatches(t *testing.T) {
+	for _, r := range allowedRules() {
+		t.Run(r.name, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			table := oneColumnTable(t, r.table)
+			src := arrow.NewSchema([]arrow.Field{{Name: "c", Type: r.src, Nullable: true}}, nil)
+			plan, err := schemamatch.NewPlan(src, table, schemamatch.WithAllocator(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := array.MakeArrayOfNull(mem, r.src, 0)
+			defer in.Release()
+			rec := array.NewRecordBatch(src, []arrow.Array{in}, 0)
+			defer rec.Release()
+			out, err := plan.Apply(rec)
+			if err != nil {
+				t.Fatalf("Apply(empty) = %v", err)
+			}
+			defer out.Release()
+			if out.NumRows() != 0 || !out.Schema().Equal(plan.Schema()) {
+				t.Errorf("Apply(empty) = %d rows of %s", out.NumRows(), out.Schema())
+			}
+		})
+	}
+}
