@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -196,6 +197,8 @@ func (c *applyCtx) convert(n *node, in arrow.Array, reach []int) (arrow.Array, e
 		return c.mapArray(n, in, reach)
 	case kStruct:
 		return c.structArray(n, in, reach)
+	case kBinText:
+		return c.binaryText(n, in, reach)
 	}
 	return nil, fmt.Errorf("schemamatch: unknown node kind %d", n.kind)
 }
@@ -730,6 +733,71 @@ func (c *applyCtx) mapArray(n *node, in arrow.Array, reach []int) (arrow.Array, 
 	}
 	defer ed.Release()
 	nd := array.NewData(n.out, d.Len(), []*memory.Buffer{d.Buffers()[0], d.Buffers()[1]}, []arrow.ArrayData{ed}, d.NullN(), d.Offset())
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
+
+// binaryText turns binary values into large_utf8 after checking each is UTF-8. The bytes are shared
+// where the layout allows (binary, large_binary, fixed_size_binary).
+func (c *applyCtx) binaryText(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
+	var lb arrow.Array // the values as large_binary
+	bn := &node{out: arrow.BinaryTypes.LargeBinary}
+	switch in.DataType().ID() {
+	case arrow.LARGE_BINARY:
+		in.Retain()
+		lb = in
+	case arrow.BINARY:
+		lb = c.largeOffsets(bn, in)
+	case arrow.BINARY_VIEW:
+		lb = c.fromView(bn, in)
+	case arrow.FIXED_SIZE_BINARY:
+		lb = c.fixedBinary(bn, in)
+	default:
+		return nil, fmt.Errorf("schemamatch: %s is not binary", in.DataType())
+	}
+	defer lb.Release()
+	bin := lb.(*array.LargeBinary)
+	var bad []int
+	for i := 0; i < bin.Len(); i++ {
+		if bin.IsValid(i) && !utf8.Valid(bin.Value(i)) {
+			if err := c.fail(n, in, reach, i, "not valid UTF-8"); err != nil {
+				return nil, err
+			}
+			bad = append(bad, i)
+		}
+	}
+	d := lb.Data()
+	bufs := append([]*memory.Buffer(nil), d.Buffers()...)
+	nulls := d.NullN()
+	if len(bad) > 0 && d.Offset() != 0 {
+		// a sliced input with bad values: copy (rare)
+		b := array.NewLargeStringBuilder(c.mem)
+		defer b.Release()
+		k := 0
+		for i := 0; i < bin.Len(); i++ {
+			if k < len(bad) && bad[k] == i {
+				k++
+				b.AppendNull()
+				continue
+			}
+			if bin.IsNull(i) {
+				b.AppendNull()
+				continue
+			}
+			b.BinaryBuilder.Append(bin.Value(i))
+		}
+		return b.NewArray(), nil
+	}
+	if len(bad) > 0 {
+		valid := ownValidity(c.mem, lb)
+		defer valid.Release()
+		for _, i := range bad {
+			bitutil.ClearBit(valid.Bytes(), i)
+		}
+		bufs[0] = valid
+		nulls = d.Len() - bitutil.CountSetBits(valid.Bytes(), 0, d.Len())
+	}
+	nd := array.NewData(n.out, d.Len(), bufs, nil, nulls, d.Offset())
 	defer nd.Release()
 	return array.MakeFromData(nd), nil
 }

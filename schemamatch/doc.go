@@ -38,6 +38,7 @@
 //	binary                            BINARY                  offsets widened, data shared
 //	binary_view                       BINARY                  copied
 //	fixed_size_binary(n)              BINARY                  offsets made, data shared
+//	binary kinds (WithBinaryAsString) STRING                  each value checked to be UTF-8, bytes shared
 //	date64                            DATE                    days = floor(ms / 86400000): a time of day is dropped
 //	date32, date64                    TIMESTAMP_NTZ           midnight, checked for overflow
 //	timestamp[s|ms|us|ns], any zone   TIMESTAMP               to microseconds UTC; a zone-less source is read as UTC
@@ -79,7 +80,8 @@
 //	no Delta type              time32, time64, duration, intervals, unions: "no Delta type for time64[us]"
 //	unsupported encodings      list_view, large_list_view, run-end encoded
 //	no implicit cast           integers -> STRING/BINARY/BOOLEAN/DATE/TIMESTAMP, utf8 -> INT and the like,
-//	                           binary -> STRING (bytes need not be UTF-8), utf8 -> BINARY, bool -> numbers,
+//	                           binary -> STRING (bytes need not be UTF-8; WithBinaryAsString allows it),
+//	                           utf8 -> BINARY, bool -> numbers,
 //	                           timestamps -> DATE, dates -> TIMESTAMP (a zone would have to be invented),
 //	                           nested kinds into other kinds (list -> STRING, struct -> MAP, map -> ARRAY)
 //	null type into NOT NULL    an all-null column cannot fill a NOT NULL column

@@ -32,6 +32,7 @@ const (
 	kList                   // list-like -> list with child "item"
 	kMap                    // map -> canonical map
 	kStruct                 // struct by field name, with fill and reorder
+	kBinText                // binary kinds -> large_utf8 after a UTF-8 check (WithBinaryAsString)
 )
 
 // node converts one array (a column or a nested child) to its canonical type.
@@ -489,6 +490,16 @@ func (pl *planner) typeNode(path string, src arrow.DataType, dst tableschema.Typ
 				return strictRefuse()
 			}
 			n.kind = kView
+			return n
+		case arrow.BINARY, arrow.LARGE_BINARY, arrow.BINARY_VIEW, arrow.FIXED_SIZE_BINARY:
+			if !pl.cfg.binaryAsString {
+				return pl.refuse(path, src, dst, dstNullable, fmt.Sprintf("cannot cast %s to STRING (bytes need not be UTF-8; allow it with binary-as-string)", src))
+			}
+			if strict {
+				return strictRefuse()
+			}
+			n.kind = kBinText
+			n.fallible = true
 			return n
 		}
 		return pl.incompatible(path, src, dst, dstNullable)

@@ -144,6 +144,7 @@ type config struct {
 	caseInsensitive bool
 	mode            Mode
 	rescue          string
+	binaryAsString  bool
 	logger          *slog.Logger
 }
 
@@ -184,6 +185,12 @@ func WithMode(m Mode) Option { return func(c *config) { c.mode = m } }
 // table lacks the column or it is not a nullable STRING. The source's own column of that name, if
 // any, is treated as any other source column that the table lacks.
 func WithRescueColumn(name string) Option { return func(c *config) { c.rescue = name } }
+
+// WithBinaryAsString lets binary columns (binary, large_binary, binary_view, fixed_size_binary) load
+// into STRING columns, as Spark's binaryAsString does for Parquet files written without the UTF8
+// annotation (old Impala and Hive files). Every value is checked to be valid UTF-8 (a *ValueError
+// otherwise, or a rescued value). Default false: binary into STRING is refused.
+func WithBinaryAsString(on bool) Option { return func(c *config) { c.binaryAsString = on } }
 
 // WithLogger sets the logger for plan decisions (at debug level). Default: discard.
 func WithLogger(l *slog.Logger) Option {

@@ -569,3 +569,40 @@ func TestPlanConcurrentApply(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestBinaryAsString(t *testing.T) {
+	for _, dt := range []arrow.DataType{arrow.BinaryTypes.Binary, arrow.BinaryTypes.LargeBinary, arrow.BinaryTypes.BinaryView, &arrow.FixedSizeBinaryType{ByteWidth: 2}} {
+		t.Run(dt.String(), func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			src := arrow.NewSchema([]arrow.Field{{Name: "s", Type: dt, Nullable: true}, {Name: "r", Type: arrow.BinaryTypes.LargeString, Nullable: true}}, nil)
+			table := mustTable(t, "s STRING, r STRING")
+			if _, err := schemamatch.NewPlan(src, table); !errors.Is(err, schemamatch.ErrMismatch) {
+				t.Fatalf("NewPlan without WithBinaryAsString = %v; want ErrMismatch", err)
+			}
+			plan, err := schemamatch.NewPlan(src, table, schemamatch.WithBinaryAsString(true), schemamatch.WithAllocator(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// "aGk=" is "hi"; "/w==" + "/w==" style bytes 0xff are not UTF-8
+			good := `[{"s":"aGk=","r":null},{"s":null,"r":null},{"s":"b2s=","r":null}]`
+			rec := recordFromJSON(t, mem, src, good)
+			out, err := plan.Apply(rec)
+			rec.Release()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := out.Column(0).(*array.LargeString); got.Value(0) != "hi" || !got.IsNull(1) || got.Value(2) != "ok" {
+				t.Errorf("Apply = %v", got)
+			}
+			out.Release()
+			rec = recordFromJSON(t, mem, src, `[{"s":"aGk=","r":null},{"s":"//8=","r":null}]`)
+			_, err = plan.Apply(rec)
+			rec.Release()
+			var ve *schemamatch.ValueError
+			if !errors.As(err, &ve) || ve.Row != 1 || ve.Reason != "not valid UTF-8" {
+				t.Errorf("Apply(invalid UTF-8) = %v; want a ValueError at row 1", err)
+			}
+		})
+	}
+}
