@@ -148,6 +148,9 @@ func (s *parquetSource) Schema() *arrow.Schema { return s.schema }
 func (s *parquetSource) Units() []Unit         { return append([]Unit(nil), s.units...) }
 func (s *parquetSource) Close() error          { return s.fh.Close() }
 
+// firstBatchRows caps a row group's first batch, before decoded sizes are known.
+const firstBatchRows = 4096
+
 // batchRows sizes a row group's batches to about batchBytes from its uncompressed size per row.
 func (s *parquetSource) batchRows(unit int) int64 {
 	rg := s.meta.RowGroup(unit)
@@ -214,6 +217,9 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 		return corrupt(where, err)
 	}
 	par := s.cfg.parquetParallel(len(readers) + len(i96))
+	// The footer's sizes are only an estimate (dictionary pages, for one, decode to far more than
+	// they take on disk): start small, then size each batch from what the previous one decoded to.
+	batch = min(batch, firstBatchRows)
 	var got int64
 	for got < want {
 		n := min(batch, want-got)
@@ -231,6 +237,9 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 			break
 		}
 		got += rec.NumRows()
+		if size := recordBytes(rec); size > 0 {
+			batch = max(1, min(rec.NumRows()*s.cfg.batchBytes/size, 8*s.cfg.batchBytes, 2*batch+1024))
+		}
 		err = fn(rec)
 		rec.Release()
 		if err != nil {

@@ -591,3 +591,53 @@ func TestStalledDecoderStopsWithContext(t *testing.T) {
 	// the abandoned step has ended (no goroutine is left), so its cleanup has run
 	mem.AssertSize(t, 0)
 }
+
+// TestParquetBatchesBoundedByDecodedBytes writes a column whose values repeat (dictionary pages:
+// tiny on disk, large decoded): batches must still be about WithBatchBytes, whatever the footer
+// suggests.
+func TestParquetBatchesBoundedByDecodedBytes(t *testing.T) {
+	long := strings.Repeat("x", 1000)
+	s := arrow.NewSchema([]arrow.Field{{Name: "s", Type: arrow.BinaryTypes.String}}, nil)
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), s)
+	for i := 0; i < 50_000; i++ {
+		b.Field(0).(*array.StringBuilder).Append(long)
+	}
+	rec := b.NewRecordBatch()
+	b.Release()
+	defer rec.Release()
+	path := filepath.Join(t.TempDir(), "dict.parquet")
+	f, _ := os.Create(path)
+	w, err := pqarrow.NewFileWriter(s, f, parquet.NewWriterProperties(parquet.WithDictionaryDefault(true), parquet.WithMaxRowGroupLength(50_000)), pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(rec)
+	w.Close()
+	st, _ := os.Stat(path)
+	if st.Size() > 1<<20 {
+		t.Fatalf("file is %d bytes; the test wants a small dictionary-encoded file", st.Size())
+	}
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	const target = 256 << 10
+	src, err := readers.Open(context.Background(), readers.File{Path: path}, readers.WithAllocator(mem), readers.WithBatchBytes(target))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var rows, batches int64
+	err = src.ReadUnit(context.Background(), 0, func(r arrow.RecordBatch) error {
+		rows += r.NumRows()
+		batches++
+		if size := int64(r.Column(0).Data().Buffers()[2].Len()); size > 4*target+4096*1000 {
+			t.Errorf("batch %d holds %d bytes of strings; target %d", batches, size, target)
+		}
+		return nil
+	})
+	if err != nil || rows != 50_000 {
+		t.Fatalf("ReadUnit = %v after %d rows", err, rows)
+	}
+	if batches < 50_000*1000/(4*target) {
+		t.Errorf("%d batches for %d MB of strings at a %d-byte target", batches, 50, target)
+	}
+}
