@@ -62,7 +62,8 @@
 //
 // Valid files arrow-go v18.8.0 cannot read, and which therefore fail with ErrCorrupt: Hadoop-LZ4
 // Parquet, an empty compressed V2 data page, MAP columns whose keys are not required (Presto), an
-// unknown logical type. Page checksums are not verified (arrow-go has no option for it).
+// unknown logical type. Parquet page checksums, which arrow-go does not check, are verified here
+// (WithVerifyChecksums) before a row group decodes.
 //
 // # Concurrency and memory
 //

@@ -196,6 +196,11 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 		}
 	})
 	err := st.run(ctx, func() error {
+		if s.cfg.verifyCRC {
+			if err := verifyRowGroupCRC(s.fh, s.f.Size, s.meta.RowGroup(unit)); err != nil {
+				return err
+			}
+		}
 		rdr, err := file.NewParquetReader(io.NewSectionReader(s.fh, 0, s.f.Size),
 			file.WithReadProps(readerProps()), file.WithMetadata(s.meta))
 		if err != nil {

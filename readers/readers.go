@@ -125,6 +125,7 @@ type config struct {
 	partitionCols  bool
 	maxAlloc       int64
 	ipcGroupTarget int64
+	verifyCRC      bool
 }
 
 const defaultBatchBytes = 8 << 20
@@ -135,6 +136,7 @@ func newConfig(opts []Option) config {
 		batchBytes:    defaultBatchBytes,
 		logger:        slog.New(slog.DiscardHandler),
 		partitionCols: true,
+		verifyCRC:     true,
 	}
 	for _, o := range opts {
 		o(&c)
@@ -189,6 +191,11 @@ func WithParquetParallelism(n int) Option { return func(c *config) { c.parallel 
 // WithPartitionColumns appends a file's Hive partition values (File.Partitions) to every batch as
 // columns, after the file's own columns. A file column of the same name wins. Default true.
 func WithPartitionColumns(on bool) Option { return func(c *config) { c.partitionCols = on } }
+
+// WithVerifyChecksums checks the CRC of every Parquet page that carries one before its row group
+// decodes; a mismatch fails the unit with ErrCorrupt naming the column and byte offset. It reads
+// each row group's column chunks once more (usually from the page cache). Default true.
+func WithVerifyChecksums(on bool) Option { return func(c *config) { c.verifyCRC = on } }
 
 // WithMaxAllocation caps one buffer allocation made while decoding. A corrupt length that asks for
 // more fails the unit with ErrCorrupt instead of exhausting memory. Default 0: the larger of 1 GiB,
