@@ -39,7 +39,7 @@ func verifyRowGroupCRC(r io.ReaderAt, size int64, rg *metadata.RowGroupMetaData)
 			start = cc.DictionaryPageOffset()
 		}
 		length := cc.TotalCompressedSize()
-		if start < 0 || length <= 0 || start+length > size || length > 1<<31 {
+		if start < 0 || length <= 0 || start+length > size {
 			continue
 		}
 		if err := verifyChunkCRC(r, start, length, cc.PathInSchema().String()); err != nil {
@@ -50,21 +50,30 @@ func verifyRowGroupCRC(r io.ReaderAt, size int64, rg *metadata.RowGroupMetaData)
 }
 
 func verifyChunkCRC(r io.ReaderAt, start, length int64, column string) error {
-	buf := make([]byte, length)
-	if _, err := r.ReadAt(buf, start); err != nil {
-		return nil
-	}
-	pos := 0
-	for pos < len(buf) {
-		h, n, ok := parsePageHeader(buf[pos:])
-		if !ok || h.compressed < 0 || pos+n+int(h.compressed) > len(buf) {
+	// Stream the chunk: page headers are parsed from a small window, bodies are hashed as they are
+	// read, so memory stays bounded whatever the chunk size.
+	var window [64 << 10]byte
+	pos := int64(0)
+	for pos < length {
+		w := window[:min(int64(len(window)), length-pos)]
+		n, err := r.ReadAt(w, start+pos)
+		if n < len(w) && err != nil {
 			return nil
 		}
-		body := buf[pos+n : pos+n+int(h.compressed)]
-		if h.hasCRC && crc32.ChecksumIEEE(body) != uint32(h.crc) {
-			return &errCRC{column: column, offset: start + int64(pos)}
+		h, hl, ok := parsePageHeader(w)
+		if !ok || h.compressed < 0 || pos+int64(hl)+int64(h.compressed) > length {
+			return nil
 		}
-		pos += n + int(h.compressed)
+		if h.hasCRC {
+			sum := crc32.NewIEEE()
+			if _, err := io.Copy(sum, io.NewSectionReader(r, start+pos+int64(hl), int64(h.compressed))); err != nil {
+				return nil
+			}
+			if sum.Sum32() != uint32(h.crc) {
+				return &errCRC{column: column, offset: start + pos}
+			}
+		}
+		pos += int64(hl) + int64(h.compressed)
 	}
 	return nil
 }
