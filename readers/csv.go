@@ -200,7 +200,7 @@ func openText(path string) (io.Reader, func() error, error) {
 		r = zr
 		closers = append([]func() error{zr.Close}, closers...)
 	case bytes.HasPrefix(head, magicZstd):
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(1<<30))
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(256<<20))
 		if err != nil {
 			fh.Close()
 			return nil, nil, fmt.Errorf("%w: zstd: %w", ErrCorrupt, err)

@@ -194,6 +194,16 @@ func TestNotNullChecked(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("Apply = %q; want %q", err, tt.wantErr)
 			}
+			// The same rows minus the first: the error moves up one row.
+			if ve.Row >= 1 {
+				sl := rec.NewSlice(1, rec.NumRows())
+				defer sl.Release()
+				_, err := plan.Apply(sl)
+				var ve2 *schemamatch.ValueError
+				if !errors.As(err, &ve2) || ve2.Row != ve.Row-1 || ve2.Column != ve.Column {
+					t.Errorf("Apply(slice from row 1) = %v; want column %s row %d", err, ve.Column, ve.Row-1)
+				}
+			}
 		})
 	}
 }
