@@ -151,3 +151,49 @@ func checkSameValues(t *testing.T, name string, src, out arrow.Array) {
 		}
 	}
 }
+
+// TestCSVTypedByTable: a CSV read with WithTable plans against the same table with nothing but
+// shares and the DECIMAL text check, and loads.
+func TestCSVTypedByTable(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	table, err := tableschema.ParseColumns("id BIGINT NOT NULL, name STRING, price DECIMAL(8,3), at TIMESTAMP, day DATE, tags ARRAY<INT>, attrs MAP<STRING, DOUBLE>, p STRUCT<x: INT, y: STRING>, ok BOOLEAN, b BINARY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "t.csv")
+	os.WriteFile(path, []byte("id,name,price,at,day,tags,attrs,p,ok,b\n"+
+		`1,a,1.5,2024-01-01T00:00:00Z,2024-01-01,"[1,2]","[{""key"":""k"",""value"":1.5}]","{""x"":1,""y"":""z""}",true,raw`+"\n"+
+		"2,,,,,,,,,\n"), 0o644)
+	src, err := readers.Open(context.Background(), readers.File{Path: path}, readers.WithTable(table), readers.WithAllocator(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	plan, err := schemamatch.NewPlan(src.Schema(), table, schemamatch.WithAllocator(mem))
+	if err != nil {
+		t.Fatalf("NewPlan(CSV typed by the table) = %v", err)
+	}
+	for _, s := range plan.Steps() {
+		if s.Action != "copy" && !(s.Column == "price" && strings.HasPrefix(s.Action, "cast large_utf8")) && !(s.Column == "id" && s.Action == "copy (check NOT NULL)") {
+			t.Errorf("step %s: %s; want copy", s.Column, s.Action)
+		}
+	}
+	err = src.ReadUnit(context.Background(), 0, func(rec arrow.RecordBatch) error {
+		out, err := plan.Apply(rec)
+		if err != nil {
+			return err
+		}
+		defer out.Release()
+		if got := out.Column(2).ValueStr(0); got != "1.500" {
+			t.Errorf("price = %s; want 1.500", got)
+		}
+		if verr := zerobus.ValidateSchema(table, out.Schema()); verr != nil {
+			return verr
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
