@@ -91,3 +91,50 @@ func checkErr(t *testing.T, err error) {
 	}
 	t.Fatalf("unexpected error %v", err)
 }
+
+// FuzzBinaryFormats mutates small valid Parquet and Arrow IPC files: every mutation must read fine
+// or fail with an error (wrapping ErrCorrupt), never panic past the guard or leak.
+func FuzzBinaryFormats(f *testing.F) {
+	dir := f.TempDir()
+	rec := testRecord(f, memory.NewGoAllocator(), 0, 20)
+	defer rec.Release()
+	for i, name := range []string{"s.parquet", "s.arrow", "s.arrows"} {
+		path := filepath.Join(dir, name)
+		switch i {
+		case 0:
+			writeParquet(f, path, []arrow.RecordBatch{rec}, 8)
+		case 1:
+			writeIPC(f, path, []arrow.RecordBatch{rec}, false)
+		case 2:
+			writeIPC(f, path, []arrow.RecordBatch{rec}, true)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, uint8(i))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, kind uint8) {
+		if len(data) > 1<<20 {
+			return
+		}
+		format := []readers.Format{readers.FormatParquet, readers.FormatIPCFile, readers.FormatIPCStream}[int(kind)%3]
+		path := filepath.Join(t.TempDir(), "f")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		src, err := readers.Open(context.Background(), readers.File{Path: path, Format: format}, readers.WithAllocator(mem), readers.WithMaxAllocation(64<<20))
+		if err == nil {
+			for _, u := range src.Units() {
+				if err = src.ReadUnit(context.Background(), u.Index, func(arrow.RecordBatch) error { return nil }); err != nil {
+					break
+				}
+			}
+			src.Close()
+		}
+		if err != nil && !errors.Is(err, readers.ErrCorrupt) {
+			t.Fatalf("error %v does not wrap ErrCorrupt", err)
+		}
+	})
+}

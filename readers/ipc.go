@@ -45,6 +45,9 @@ func openIPCFile(ctx context.Context, f File, cfg *config) (src Source, err erro
 	s := &ipcFileSource{f: f, cfg: cfg, fh: fh}
 	s.mem = &limitAllocator{Allocator: cfg.mem, limit: cfg.allocLimit(f.Size)}
 	err = guard(func() error {
+		if err := precheckFile(fh, f.Size); err != nil {
+			return err
+		}
 		r, err := ipc.NewFileReader(io.NewSectionReader(fh, 0, f.Size), ipcOptions(s.mem, f.Size)...)
 		if err != nil {
 			return err
@@ -103,6 +106,9 @@ func (s *ipcFileSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 		}
 	})
 	err := st.run(ctx, func() error {
+		if err := precheckFile(s.fh, s.f.Size); err != nil {
+			return err
+		}
 		var err error
 		r, err = ipc.NewFileReader(io.NewSectionReader(s.fh, 0, s.f.Size), ipcOptions(s.mem, s.f.Size)...)
 		return err
@@ -155,6 +161,9 @@ func openIPCStream(ctx context.Context, f File, cfg *config) (Source, error) {
 	}
 	defer fh.Close()
 	err = guard(func() error {
+		if err := precheckStream(fh, f.Size); err != nil {
+			return err
+		}
 		r, err := ipc.NewReader(bufio.NewReader(fh), ipcOptions(s.mem, f.Size)...)
 		if err != nil {
 			return err
@@ -201,6 +210,9 @@ func (s *ipcStreamSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.
 		fh.Close()
 	})
 	err = st.run(ctx, func() error {
+		if err := precheckStream(fh, s.f.Size); err != nil {
+			return err
+		}
 		var err error
 		r, err = ipc.NewReader(bufio.NewReader(fh), ipcOptions(s.mem, s.f.Size)...)
 		return err
