@@ -6,7 +6,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -119,6 +121,32 @@ func FuzzBinaryFormats(f *testing.F) {
 			return
 		}
 		format := []readers.Format{readers.FormatParquet, readers.FormatIPCFile, readers.FormatIPCStream}[int(kind)%3]
+		if os.Getenv("READERS_FUZZ_WATCHDOG") != "" {
+			// debugging aid: an input that runs for long panics with every stack, so the fuzzer
+			// keeps it
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() {
+				tick := time.NewTicker(100 * time.Millisecond)
+				defer tick.Stop()
+				deadline := time.After(5 * time.Second)
+				for {
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+						var ms runtime.MemStats
+						runtime.ReadMemStats(&ms)
+						if ms.HeapAlloc < 1<<30 {
+							continue
+						}
+					case <-deadline:
+					}
+					buf := make([]byte, 1<<20)
+					panic("slow or large input:\n" + string(buf[:runtime.Stack(buf, true)]))
+				}
+			}()
+		}
 		path := filepath.Join(t.TempDir(), "f")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			t.Fatal(err)

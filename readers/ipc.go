@@ -164,7 +164,7 @@ func openIPCStream(ctx context.Context, f File, cfg *config) (Source, error) {
 		if err := precheckStream(fh, f.Size); err != nil {
 			return err
 		}
-		r, err := ipc.NewReader(bufio.NewReader(fh), ipcOptions(s.mem, f.Size)...)
+		r, err := newStreamReader(fh, s.mem, f.Size)
 		if err != nil {
 			return err
 		}
@@ -214,7 +214,7 @@ func (s *ipcStreamSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.
 			return err
 		}
 		var err error
-		r, err = ipc.NewReader(bufio.NewReader(fh), ipcOptions(s.mem, s.f.Size)...)
+		r, err = newStreamReader(fh, s.mem, s.f.Size)
 		return err
 	})
 	if err != nil {
@@ -281,4 +281,13 @@ func validatable(dt arrow.DataType) bool {
 		return validatable(t.StorageType())
 	}
 	return true
+}
+
+// newStreamReader opens an IPC stream reader whose message sizes are bounded by the file size.
+// ipc.NewReader ignores WithMetadataSizeLimit and WithBodySizeLimit in arrow-go v18.8.0 (it
+// builds its message reader without them), so a corrupt length made it allocate up to 2 GiB for
+// a four-byte file; the message reader built here carries the limits.
+func newStreamReader(r io.Reader, mem memory.Allocator, size int64) (*ipc.Reader, error) {
+	opts := ipcOptions(mem, size)
+	return ipc.NewReaderFromMessageReader(ipc.NewMessageReader(bufio.NewReader(r), opts...), opts...)
 }

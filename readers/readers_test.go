@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -639,5 +640,23 @@ func TestParquetBatchesBoundedByDecodedBytes(t *testing.T) {
 	}
 	if batches < 50_000*1000/(4*target) {
 		t.Errorf("%d batches for %d MB of strings at a %d-byte target", batches, 50, target)
+	}
+}
+
+// TestCorruptLengthAllocatesLittle: a four-byte "stream" whose first word reads as an 800 MB
+// message length must fail without allocating it (arrow-go's ipc.NewReader ignores its own size
+// limits; the readers bound messages by the file size).
+func TestCorruptLengthAllocatesLittle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiny.arrows")
+	touch(t, path, []byte("0000"))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := readers.Open(context.Background(), readers.File{Path: path, Format: readers.FormatIPCStream})
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, readers.ErrCorrupt) {
+		t.Errorf("Open(tiny stream) = %v; want ErrCorrupt", err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+		t.Errorf("Open(4-byte stream) allocated %d bytes", n)
 	}
 }
