@@ -202,29 +202,185 @@ func checkSchemaTable(t fbTable) error {
 	return err
 }
 
-// checkSchemaMessage checks an IPC Message flatbuffer that holds a schema.
-func checkSchemaMessage(b []byte) error {
+func (t fbTable) i64(slot int) (int64, error) {
+	at, err := t.field(slot)
+	if err != nil || at == 0 {
+		return 0, err
+	}
+	if at+8 > len(t.f.b) {
+		return 0, errBadFlatbuffer
+	}
+	return int64(binary.LittleEndian.Uint64(t.f.b[at:])), nil
+}
+
+// checkRecordBatch checks a RecordBatch table: its vectors fit, and every variadic buffer count
+// (arrow-go sizes a slice by it) is no more than the buffers the batch has.
+func checkRecordBatch(t fbTable) error {
+	if _, _, err := t.vector(1, 16); err != nil { // nodes
+		return err
+	}
+	_, nbuf, err := t.vector(2, 16) // buffers
+	if err != nil {
+		return err
+	}
+	if _, _, err := t.child(3); err != nil { // compression
+		return err
+	}
+	start, n, err := t.vector(4, 8) // variadicBufferCounts
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		v := int64(binary.LittleEndian.Uint64(t.f.b[start+8*i:]))
+		if v < 0 || v > int64(nbuf) {
+			return fmt.Errorf("%w: %d variadic buffers in a batch of %d buffers", errBadFlatbuffer, v, nbuf)
+		}
+	}
+	return nil
+}
+
+// checkMessage checks an IPC Message flatbuffer (schema, dictionary batch or record batch) and
+// returns its body length.
+func checkMessage(b []byte) (int64, error) {
 	f := &fbuf{b: b}
 	root, err := f.u32(0)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	msg, err := f.table(root)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := checkKeyValues(msg, 4); err != nil {
-		return err
+		return 0, err
+	}
+	body, err := msg.i64(3)
+	if err != nil {
+		return 0, err
 	}
 	ht, err := msg.u8(1)
-	if err != nil || ht != 1 { // not a schema: arrow-go reports it
-		return err
+	if err != nil {
+		return 0, err
 	}
-	sch, ok, err := msg.child(2)
+	h, ok, err := msg.child(2)
 	if err != nil || !ok {
+		return body, err
+	}
+	switch ht {
+	case 1: // Schema
+		err = checkSchemaTable(h)
+	case 2: // DictionaryBatch
+		if data, ok, derr := h.child(1); derr != nil {
+			err = derr
+		} else if ok {
+			err = checkRecordBatch(data)
+		}
+	case 3: // RecordBatch
+		err = checkRecordBatch(h)
+	}
+	return body, err
+}
+
+// checkSchemaMessage checks an IPC Message flatbuffer that holds a schema.
+func checkSchemaMessage(b []byte) error {
+	_, err := checkMessage(b)
+	return err
+}
+
+// precheckStream walks the messages of an IPC stream (metadata only; bodies are skipped) and
+// checks each. A reader that cannot seek (a pipe) is not checked.
+func precheckStream(r io.ReaderAt, size int64) error {
+	pos := int64(0)
+	head := make([]byte, 8)
+	for msgs := 0; pos+4 <= size; msgs++ {
+		n, _ := r.ReadAt(head, pos)
+		if n < 4 {
+			return nil
+		}
+		at := pos + 4
+		l := int64(int32(binary.LittleEndian.Uint32(head)))
+		if uint32(l) == 0xFFFFFFFF {
+			if n < 8 {
+				return nil
+			}
+			l = int64(int32(binary.LittleEndian.Uint32(head[4:])))
+			at = pos + 8
+		}
+		if l == 0 {
+			return nil // end of stream
+		}
+		if l < 0 || at+l > size {
+			return nil // arrow-go's size limits report it
+		}
+		meta := make([]byte, l)
+		if _, err := r.ReadAt(meta, at); err != nil {
+			return nil
+		}
+		body, err := checkMessage(meta)
+		if err != nil {
+			return fmt.Errorf("message %d: %w", msgs, err)
+		}
+		if body < 0 || at+l+body > size {
+			return nil // arrow-go reports the short body
+		}
+		pos = at + l + body
+	}
+	return nil
+}
+
+// precheckFile checks an IPC file's footer and every message it points to.
+func precheckFile(r io.ReaderAt, size int64) error {
+	if size < 16 {
+		return nil
+	}
+	tail := make([]byte, 10)
+	if _, err := r.ReadAt(tail, size-10); err != nil {
+		return nil
+	}
+	l := int64(int32(binary.LittleEndian.Uint32(tail)))
+	if l <= 0 || l > size-10 {
+		return nil
+	}
+	footer := make([]byte, l)
+	if _, err := r.ReadAt(footer, size-10-l); err != nil {
+		return nil
+	}
+	if err := checkFooter(footer); err != nil {
 		return err
 	}
-	return checkSchemaTable(sch)
+	f := &fbuf{b: footer}
+	root, _ := f.u32(0)
+	ft, err := f.table(root)
+	if err != nil {
+		return err
+	}
+	for _, slot := range []int{2, 3} {
+		start, n, err := ft.vector(slot, 24)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			blk := footer[start+24*i:]
+			off := int64(binary.LittleEndian.Uint64(blk))
+			metaLen := int64(int32(binary.LittleEndian.Uint32(blk[8:])))
+			if off < 0 || metaLen < 8 || off+metaLen > size {
+				continue // arrow-go validates blocks
+			}
+			meta := make([]byte, metaLen)
+			if _, err := r.ReadAt(meta, off); err != nil {
+				continue
+			}
+			fb := meta[4:]
+			if binary.LittleEndian.Uint32(meta) == 0xFFFFFFFF {
+				fb = meta[8:]
+			}
+			if _, err := checkMessage(fb); err != nil {
+				return fmt.Errorf("block %d: %w", i, err)
+			}
+		}
+	}
+	// the schema message after the magic as well
+	return precheckStream(io.NewSectionReader(r, 8, size-8), size-8)
 }
 
 // checkFooter checks an IPC file footer flatbuffer.
@@ -251,57 +407,4 @@ func checkFooter(b []byte) error {
 		}
 	}
 	return checkKeyValues(ft, 4)
-}
-
-// precheckStream checks the schema message at the start of an IPC stream.
-func precheckStream(r io.ReaderAt, size int64) error {
-	head := make([]byte, 8)
-	n, _ := r.ReadAt(head, 0)
-	if n < 4 {
-		return nil // arrow-go reports the short file
-	}
-	at := int64(4)
-	l := int64(int32(binary.LittleEndian.Uint32(head)))
-	if uint32(l) == 0xFFFFFFFF {
-		if n < 8 {
-			return nil
-		}
-		l = int64(int32(binary.LittleEndian.Uint32(head[4:])))
-		at = 8
-	}
-	if l <= 0 || at+l > size {
-		return nil // arrow-go's size limits report it
-	}
-	meta := make([]byte, l)
-	if _, err := r.ReadAt(meta, at); err != nil {
-		return nil
-	}
-	return checkSchemaMessage(meta)
-}
-
-// precheckFile checks an IPC file's footer.
-func precheckFile(r io.ReaderAt, size int64) error {
-	if size < 16 {
-		return nil
-	}
-	tail := make([]byte, 10)
-	if _, err := r.ReadAt(tail, size-10); err != nil {
-		return nil
-	}
-	l := int64(int32(binary.LittleEndian.Uint32(tail)))
-	if l <= 0 || l > size-10 {
-		return nil
-	}
-	footer := make([]byte, l)
-	if _, err := r.ReadAt(footer, size-10-l); err != nil {
-		return nil
-	}
-	if err := checkFooter(footer); err != nil {
-		return err
-	}
-	// the schema message after the magic as well, which some readers consult
-	if size > 8 {
-		return precheckStream(io.NewSectionReader(r, 8, size-8), size-8)
-	}
-	return nil
 }
