@@ -57,7 +57,10 @@
 // WithMaxAllocation (a corrupt length must not ask for terabytes; the Go runtime cannot recover from
 // that). Every decode step runs under the context: when it is cancelled or its deadline passes,
 // ReadUnit returns at once even if a decoder is stuck, and the stuck step's buffers are released when
-// it ends. Nothing leaks on error paths beyond what arrow-go itself leaks (some of its decoders and
+// it ends. IPC message flatbuffers are bounds-checked before arrow-go parses them, and stream
+// message sizes are capped by the file size: arrow-go v18.8.0 trusts vector lengths and ignores its
+// own stream size limits, and the allocations that follow are fatal, not panics. Nothing leaks on
+// error paths beyond what arrow-go itself leaks (some of its decoders and
 // error paths leave buffers to the garbage collector; the tests check the loader adds none).
 //
 // Valid files arrow-go v18.8.0 cannot read, and which therefore fail with ErrCorrupt: Hadoop-LZ4
