@@ -313,8 +313,15 @@ func (s *parquetSource) readBatch(readers []*pqarrow.ColumnReader, i96 map[int]*
 	} else {
 		var g errgroup.Group
 		g.SetLimit(par)
+		hook := s.cfg.decodeHook
 		for _, job := range jobs {
-			g.Go(func() error { return guard(job) })
+			g.Go(func() error {
+				if hook != nil {
+					hook(true)
+					defer hook(false)
+				}
+				return guard(job)
+			})
 		}
 		if err := g.Wait(); err != nil {
 			releaseAll()

@@ -126,6 +126,7 @@ type config struct {
 	maxAlloc       int64
 	ipcGroupTarget int64
 	verifyCRC      bool
+	decodeHook     func(start bool) // tests: called as each column decode job starts and ends
 }
 
 const defaultBatchBytes = 8 << 20
@@ -218,6 +219,9 @@ func (c *config) parquetParallel(cols int) int {
 	}
 	return min(runtime.GOMAXPROCS(0), cols)
 }
+
+// withDecodeHook is for tests that count the column decodes in flight.
+func withDecodeHook(fn func(start bool)) Option { return func(c *config) { c.decodeHook = fn } }
 
 // Open opens a file for reading. It reads only the metadata it needs to list units.
 func Open(ctx context.Context, f File, opts ...Option) (Source, error) {
