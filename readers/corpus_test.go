@@ -156,16 +156,21 @@ func readAll(t *testing.T, ctx context.Context, src readers.Source) (arrow.Table
 		}
 	}()
 	for _, u := range src.Units() {
+		var rows int64
 		err := src.ReadUnit(ctx, u.Index, func(rec arrow.RecordBatch) error {
 			if !rec.Schema().Equal(src.Schema()) {
 				t.Errorf("batch schema %s differs from Schema() %s", rec.Schema(), src.Schema())
 			}
+			rows += rec.NumRows()
 			rec.Retain()
 			recs = append(recs, rec)
 			return nil
 		})
 		if err != nil {
 			return nil, err
+		}
+		if u.Rows >= 0 && rows != u.Rows {
+			t.Errorf("unit %d: %d rows; Units() said %d", u.Index, rows, u.Rows)
 		}
 	}
 	return array.NewTableFromRecords(src.Schema(), recs), nil

@@ -44,8 +44,10 @@ func openIPCFile(ctx context.Context, f File, cfg *config) (src Source, err erro
 	}()
 	s := &ipcFileSource{f: f, cfg: cfg, fh: fh}
 	s.mem = &limitAllocator{Allocator: cfg.mem, limit: cfg.allocLimit(f.Size)}
+	var batchRows []int64
 	err = guard(func() error {
-		if err := precheckFile(fh, f.Size); err != nil {
+		var err error
+		if batchRows, err = precheckFile(fh, f.Size); err != nil {
 			return err
 		}
 		r, err := ipc.NewFileReader(io.NewSectionReader(fh, 0, f.Size), ipcOptions(s.mem, f.Size)...)
@@ -68,7 +70,15 @@ func openIPCFile(ctx context.Context, f File, cfg *config) (src Source, err erro
 	}
 	for i, start := 0, 0; start < s.batches; i, start = i+1, start+s.group {
 		n := min(s.group, s.batches-start)
-		s.units = append(s.units, Unit{Index: i, Rows: -1, Bytes: f.Size * int64(n) / int64(s.batches)})
+		rows := int64(0)
+		for b := start; b < start+n; b++ {
+			if len(batchRows) != s.batches || batchRows[b] < 0 {
+				rows = -1
+				break
+			}
+			rows += batchRows[b]
+		}
+		s.units = append(s.units, Unit{Index: i, Rows: rows, Bytes: f.Size * int64(n) / int64(s.batches)})
 	}
 	return s, nil
 }
@@ -106,7 +116,7 @@ func (s *ipcFileSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 		}
 	})
 	err := st.run(ctx, func() error {
-		if err := precheckFile(s.fh, s.f.Size); err != nil {
+		if _, err := precheckFile(s.fh, s.f.Size); err != nil {
 			return err
 		}
 		var err error

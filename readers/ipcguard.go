@@ -328,46 +328,50 @@ func precheckStream(r io.ReaderAt, size int64) error {
 	return nil
 }
 
-// precheckFile checks an IPC file's footer and every message it points to.
-func precheckFile(r io.ReaderAt, size int64) error {
+// precheckFile checks an IPC file's footer and every message it points to, and returns the row
+// count of each record batch (nil when the footer cannot be read here; arrow-go then judges it).
+func precheckFile(r io.ReaderAt, size int64) ([]int64, error) {
 	if size < 16 {
-		return nil
+		return nil, nil
 	}
 	tail := make([]byte, 10)
 	if _, err := r.ReadAt(tail, size-10); err != nil {
-		return nil
+		return nil, nil
 	}
 	l := int64(int32(binary.LittleEndian.Uint32(tail)))
 	if l <= 0 || l > size-10 {
-		return nil
+		return nil, nil
 	}
 	footer := make([]byte, l)
 	if _, err := r.ReadAt(footer, size-10-l); err != nil {
-		return nil
+		return nil, nil
 	}
 	if err := checkFooter(footer); err != nil {
-		return err
+		return nil, err
 	}
 	f := &fbuf{b: footer}
 	root, _ := f.u32(0)
 	ft, err := f.table(root)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var rows []int64
 	for _, slot := range []int{2, 3} {
 		start, n, err := ft.vector(slot, 24)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for i := 0; i < n; i++ {
 			blk := footer[start+24*i:]
 			off := int64(binary.LittleEndian.Uint64(blk))
 			metaLen := int64(int32(binary.LittleEndian.Uint32(blk[8:])))
 			if off < 0 || metaLen < 8 || off+metaLen > size {
+				rows = append(rows, -1)
 				continue // arrow-go validates blocks
 			}
 			meta := make([]byte, metaLen)
 			if _, err := r.ReadAt(meta, off); err != nil {
+				rows = append(rows, -1)
 				continue
 			}
 			fb := meta[4:]
@@ -375,12 +379,43 @@ func precheckFile(r io.ReaderAt, size int64) error {
 				fb = meta[8:]
 			}
 			if _, err := checkMessage(fb); err != nil {
-				return fmt.Errorf("block %d: %w", i, err)
+				return nil, fmt.Errorf("block %d: %w", i, err)
+			}
+			if slot == 3 {
+				rows = append(rows, batchLength(fb))
 			}
 		}
 	}
 	// the schema message after the magic as well
-	return precheckStream(io.NewSectionReader(r, 8, size-8), size-8)
+	if err := precheckStream(io.NewSectionReader(r, 8, size-8), size-8); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// batchLength reads a RecordBatch message's row count, or -1.
+func batchLength(b []byte) int64 {
+	f := &fbuf{b: b}
+	root, err := f.u32(0)
+	if err != nil {
+		return -1
+	}
+	msg, err := f.table(root)
+	if err != nil {
+		return -1
+	}
+	if ht, err := msg.u8(1); err != nil || ht != 3 {
+		return -1
+	}
+	h, ok, err := msg.child(2)
+	if err != nil || !ok {
+		return -1
+	}
+	n, err := h.i64(0)
+	if err != nil || n < 0 {
+		return -1
+	}
+	return n
 }
 
 // checkFooter checks an IPC file footer flatbuffer.

@@ -215,6 +215,15 @@ func TestRoundTrip(t *testing.T) {
 			if got := len(src.Units()); got != tt.units {
 				t.Errorf("Units() = %d units; want %d", got, tt.units)
 			}
+			if tt.format == readers.FormatParquet || tt.format == readers.FormatIPCFile {
+				var sum int64
+				for _, u := range src.Units() {
+					sum += u.Rows
+				}
+				if sum != 1200 {
+					t.Errorf("Units() rows add up to %d; want 1200", sum)
+				}
+			}
 			got := collect(t, src, maxRows)
 			defer got.Release()
 			if got.NumRows() != 1200 {
