@@ -21,7 +21,9 @@ import (
 // only when every field of it parses: parse checks a field and keeps its value pending, then
 // commit appends it. Reasons never contain the field's text.
 type conv interface {
-	parse(b []byte) (reason string)
+	// parse checks field b; quoted says it was enclosed in quotes, which makes an empty text
+	// field an empty string rather than a null.
+	parse(b []byte, quoted bool) (reason string)
 	commit()
 	null()
 	builder() array.Builder
@@ -101,7 +103,7 @@ type boolConv struct {
 
 func (c *boolConv) builder() array.Builder { return c.b }
 func (c *boolConv) null()                  { c.b.AppendNull() }
-func (c *boolConv) parse(b []byte) string {
+func (c *boolConv) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNull(b); c.isNull {
 		return ""
 	}
@@ -134,7 +136,7 @@ type intConv[T int8 | int16 | int32 | int64] struct {
 
 func (c *intConv[T]) builder() array.Builder { return c.b }
 func (c *intConv[T]) null()                  { c.nul() }
-func (c *intConv[T]) parse(b []byte) string {
+func (c *intConv[T]) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNull(b); c.isNull {
 		return ""
 	}
@@ -167,7 +169,7 @@ type floatConv[T float32 | float64] struct {
 
 func (c *floatConv[T]) builder() array.Builder { return c.b }
 func (c *floatConv[T]) null()                  { c.nul() }
-func (c *floatConv[T]) parse(b []byte) string {
+func (c *floatConv[T]) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNull(b); c.isNull {
 		return ""
 	}
@@ -198,8 +200,8 @@ type textConv struct {
 
 func (c *textConv) builder() array.Builder { return c.bld }
 func (c *textConv) null()                  { c.b.AppendNull() }
-func (c *textConv) parse(b []byte) string {
-	c.isNull = c.o.stringNulls && c.o.isNull(b)
+func (c *textConv) parse(b []byte, quoted bool) string {
+	c.isNull = (!quoted || c.o.stringNulls) && c.o.isNull(b)
 	c.v = b
 	return ""
 }
@@ -221,7 +223,7 @@ type decConv struct {
 
 func (c *decConv) builder() array.Builder { return c.bld }
 func (c *decConv) null()                  { c.b.AppendNull() }
-func (c *decConv) parse(b []byte) string {
+func (c *decConv) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNull(b); c.isNull {
 		return ""
 	}
@@ -245,7 +247,7 @@ type dateConv struct {
 
 func (c *dateConv) builder() array.Builder { return c.b }
 func (c *dateConv) null()                  { c.b.AppendNull() }
-func (c *dateConv) parse(b []byte) string {
+func (c *dateConv) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNull(b); c.isNull {
 		return ""
 	}
@@ -282,7 +284,7 @@ type tsConv struct {
 
 func (c *tsConv) builder() array.Builder { return c.b }
 func (c *tsConv) null()                  { c.b.AppendNull() }
-func (c *tsConv) parse(b []byte) string {
+func (c *tsConv) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNull(b); c.isNull {
 		return ""
 	}
@@ -368,7 +370,7 @@ type jsonConv struct {
 
 func (c *jsonConv) builder() array.Builder { return c.b }
 func (c *jsonConv) null()                  { c.b.AppendNull() }
-func (c *jsonConv) parse(b []byte) string {
+func (c *jsonConv) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNull(b); c.isNull {
 		return ""
 	}

@@ -41,8 +41,10 @@ type CSVOptions struct {
 	// Columns names the columns. With a header row, it replaces the header's names and must have as
 	// many names.
 	Columns []string
-	// NullValues are the texts read as null. nil means [""] (an empty field). They apply to
-	// columns that are not STRING or BINARY, and to those too with StringNulls.
+	// NullValues are the texts read as null. nil means [""] (an empty field). In STRING and
+	// BINARY columns they apply to unquoted fields only, so an unquoted empty field is null and a
+	// quoted one ("") is an empty string, as PostgreSQL and Spark read CSV; StringNulls applies
+	// them to quoted fields too.
 	NullValues  []string
 	StringNulls bool
 	// TimestampFormat is a Go time layout for TIMESTAMP columns, such as "2006-01-02 15:04:05".
@@ -495,7 +497,7 @@ func (u *csvUnit) fill() (done bool, err error) {
 		}
 		ok := true
 		for i := 0; i < nf; i++ {
-			if reason := u.convs[i].parse(u.t.field(i)); reason != "" {
+			if reason := u.convs[i].parse(u.t.field(i), u.t.quoted[i]); reason != "" {
 				if err := bad(s.names[i], reason); err != nil {
 					return false, err
 				}

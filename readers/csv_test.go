@@ -66,11 +66,13 @@ func TestCSV(t *testing.T) {
 			table: table,
 			content: []byte("name,id,price,ok,ts,ntz,day,score,tags,small,extra\n" +
 				"alice,1,19.9,true,2024-01-02T03:04:05.123456789Z,2024-01-02 03:04:05,2024-01-02,1.5,\"[1,null]\",-128,x\n" +
-				",2,,,,,,,,,\n"),
+				",2,,,,,,,,,\n" +
+				"\"\",3,,,,,,,,,\"\"\n"),
 			schema: "extra:large_utf8",
 			want: []string{
 				`alice|1|19.90|true|2024-01-02T03:04:05.123456Z|2024-01-02T03:04:05|2024-01-02|1.5|[1,null]|-128|x`,
-				`|2|(null)|(null)|(null)|(null)|(null)|(null)|(null)|(null)|`,
+				`(null)|2|(null)|(null)|(null)|(null)|(null)|(null)|(null)|(null)|(null)`, // unquoted empty text: null
+				`|3|(null)|(null)|(null)|(null)|(null)|(null)|(null)|(null)|`,             // quoted "": an empty string
 			},
 		},
 		{
@@ -155,7 +157,7 @@ func TestCSV(t *testing.T) {
 			file:    "l.csv",
 			content: []byte("i,f,b,d,ts,tz,s,e\n1,1.5,true,2024-01-01,2024-01-01 00:00:00,2024-01-01T00:00:00Z,x,\n-2,3,false,2024-12-31,2024-01-01 00:00:01.5,2024-01-01T01:00:00+01:00,007x,\n"),
 			schema:  "i:int64 f:float64 b:bool d:date32 ts:timestamp[us] tz:timestamp[us, tz=UTC] s:large_utf8 e:large_utf8",
-			want:    []string{"1|1.5|true|2024-01-01|2024-01-01T00:00:00|2024-01-01T00:00:00Z|x|", "-2|3|false|2024-12-31|2024-01-01T00:00:01.5|2024-01-01T00:00:00Z|007x|"},
+			want:    []string{"1|1.5|true|2024-01-01|2024-01-01T00:00:00|2024-01-01T00:00:00Z|x|(null)", "-2|3|false|2024-12-31|2024-01-01T00:00:01.5|2024-01-01T00:00:00Z|007x|(null)"},
 		},
 		{
 			name:    "bad value names line and column, not the value",

@@ -21,6 +21,7 @@ type tokenizer struct {
 	line    int64 // lines consumed
 	rec     []byte
 	ends    []int
+	quoted  []bool // quoted[i]: field i was enclosed in quotes
 	scratch []byte
 }
 
@@ -71,7 +72,7 @@ func trimEOL(b []byte) []byte {
 
 // next reads one record. It returns the line the record starts on; io.EOF at the end.
 func (t *tokenizer) next() (int64, error) {
-	t.rec, t.ends = t.rec[:0], t.ends[:0]
+	t.rec, t.ends, t.quoted = t.rec[:0], t.ends[:0], t.quoted[:0]
 	var line []byte
 	for {
 		l, err := t.readLine()
@@ -142,11 +143,13 @@ func (t *tokenizer) next() (int64, error) {
 				after := line[pos:]
 				if len(after) > 0 && after[0] == t.delim {
 					t.ends = append(t.ends, len(t.rec))
+					t.quoted = append(t.quoted, true)
 					pos++
 					break
 				}
 				if len(trimEOL(after)) == 0 {
 					t.ends = append(t.ends, len(t.rec))
+					t.quoted = append(t.quoted, true)
 					return start, nil
 				}
 				if !t.lazy {
@@ -171,6 +174,7 @@ func (t *tokenizer) next() (int64, error) {
 		}
 		t.rec = append(t.rec, field...)
 		t.ends = append(t.ends, len(t.rec))
+		t.quoted = append(t.quoted, false)
 		if last {
 			return start, nil
 		}

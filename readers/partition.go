@@ -77,7 +77,7 @@ func partitionValue(cfg *config, part Partition) (arrow.Array, arrow.DataType, e
 	}
 	o := convOptions{tsLayout: cfg.csv.TimestampFormat, dateLayout: cfg.csv.DateFormat}
 	c := newConv(cfg.mem, b, dec, &o)
-	if reason := c.parse([]byte(part.Value)); reason != "" {
+	if reason := c.parse([]byte(part.Value), true); reason != "" {
 		return nil, nil, fmt.Errorf("partition %s=%s: %s", part.Key, part.Value, reason)
 	}
 	c.commit()
