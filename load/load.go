@@ -25,6 +25,8 @@ import (
 
 	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/partitioner"
+	"github.com/loaderproject/loader/readers"
+	"github.com/loaderproject/loader/schemamatch"
 	"github.com/loaderproject/loader/tableschema"
 )
 
@@ -36,6 +38,9 @@ var (
 	ErrVerify = errors.New("verification failed")
 	// ErrConfig is the base of errors in the configuration.
 	ErrConfig = errors.New("invalid load configuration")
+	// ErrStalled means a file's decoder made no progress for Config.StallTimeout; the file fails
+	// under the error policy like any bad file.
+	ErrStalled = errors.New("decoder stalled")
 )
 
 // OnError is the policy for a file that cannot be read or matched.
@@ -47,6 +52,9 @@ const (
 	OnErrorFail OnError = "fail"
 	// OnErrorSkipFile skips the bad file, loads the rest and reports it; Run returns ErrPartial.
 	OnErrorSkipFile OnError = "skip-file"
+	// OnErrorQuarantine writes bad CSV rows (file, line, reason, fields) and failed files to NDJSON
+	// files in QuarantineDir and goes on; Run returns ErrPartial when a file failed.
+	OnErrorQuarantine OnError = "quarantine"
 )
 
 // Config describes one load. Zero values mean "default"; see applyDefaults.
@@ -74,11 +82,27 @@ type Config struct {
 	// Limit loads only the first Limit rows (in file order) when positive.
 	Limit int64
 
+	// Include and Exclude filter the files found beneath directories and globs.
+	Include, Exclude []string
+	// CSV is the dialect of CSV sources (OnBadRow is set by the load under OnErrorQuarantine).
+	CSV readers.CSVOptions
+	// SchemaMode, CaseInsensitive, RescueColumn and BinaryAsString configure schema reconciliation.
+	SchemaMode      schemamatch.Mode
+	CaseInsensitive bool
+	RescueColumn    string
+	BinaryAsString  bool
+
 	// Force ignores the manifest and loads everything again.
 	Force bool
 	// ManifestDir holds manifests for remote targets; the embedded sink keeps them in the warehouse.
 	ManifestDir string
 	OnError     OnError
+	// QuarantineDir receives the dead-letter files of OnErrorQuarantine, in a subdirectory per run.
+	// Default ./quarantine.
+	QuarantineDir string
+	// StallTimeout stops a unit whose decoder makes no progress for this long (time spent waiting
+	// for the target does not count). Default 5 minutes.
+	StallTimeout time.Duration
 	// CommitInterval is the embedded sink's commit interval (0: its default).
 	CommitInterval time.Duration
 
@@ -125,8 +149,19 @@ func (c *Config) applyDefaults() error {
 	if c.OnError == "" {
 		c.OnError = OnErrorFail
 	}
-	if c.OnError != OnErrorFail && c.OnError != OnErrorSkipFile {
-		return errors.Join(ErrConfig, errors.New("--on-error must be fail or skip-file"))
+	switch c.OnError {
+	case OnErrorFail, OnErrorSkipFile, OnErrorQuarantine:
+	default:
+		return errors.Join(ErrConfig, errors.New("--on-error must be fail, skip-file or quarantine"))
+	}
+	if c.QuarantineDir == "" {
+		c.QuarantineDir = "quarantine"
+	}
+	if c.StallTimeout <= 0 {
+		c.StallTimeout = 5 * time.Minute // far beyond any healthy unit's decode time, short of forever
+	}
+	if err := c.CSV.Check(); err != nil {
+		return errors.Join(ErrConfig, err)
 	}
 	if c.Allocator == nil {
 		c.Allocator = memory.DefaultAllocator
@@ -154,16 +189,28 @@ type Summary struct {
 	// VerifiedRows is the table's row growth during the load, nil when the target cannot count.
 	VerifiedRows *int64 `json:"verified_rows"`
 
-	// FailedFiles lists the files skipped by OnErrorSkipFile, with their reasons.
+	// Every row read is loaded, quarantined or refused (or, after an interrupt, unsent):
+	// RowsRead = Rows + RowsQuarantined + RowsRefused. Rows skipped as already loaded are not read.
+	RowsRead        int64 `json:"rows_read"`
+	RowsQuarantined int64 `json:"rows_quarantined"`
+	RowsRefused     int64 `json:"rows_refused"`
+
+	// FailedFiles lists the files skipped by OnErrorSkipFile or OnErrorQuarantine, with their
+	// reasons.
 	FailedFiles []FileFailure `json:"failed_files,omitempty"`
-	Target      string        `json:"target,omitempty"`
-	Table       string        `json:"table,omitempty"`
+	// QuarantineDir is where this run's dead-letter files are, when it wrote any.
+	QuarantineDir string `json:"quarantine_dir,omitempty"`
+	Target        string `json:"target,omitempty"`
+	Table         string `json:"table,omitempty"`
 }
 
 // FileFailure is a file that could not be loaded.
 type FileFailure struct {
 	Path  string `json:"path"`
 	Error string `json:"error"`
+	// RowsLoaded counts the file's rows that were loaded before it failed (units that completed
+	// earlier, or frames already acknowledged).
+	RowsLoaded int64 `json:"rows_loaded"`
 }
 
 // Progress holds live counters of a running load. All fields are safe to read at any time.
@@ -172,6 +219,8 @@ type Progress struct {
 	FilesDone    atomic.Int64
 	SourceBytes  atomic.Int64 // on-disk bytes of every unit to load
 	SourceDone   atomic.Int64 // on-disk bytes of units fully read
+	RowsRead     atomic.Int64 // rows decoded (and bad rows quarantined)
+	Quarantined  atomic.Int64 // bad rows written to the dead-letter folder
 	Rows         atomic.Int64 // rows acknowledged
 	Bytes        atomic.Int64 // frame bytes acknowledged
 	SkippedUnits atomic.Int64

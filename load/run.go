@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,12 +31,13 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := cfg.applyDefaults(); err != nil {
 		return nil, err
 	}
-	files, err := readers.Discover(ctx, cfg.Sources)
+	files, err := readers.Discover(ctx, cfg.Sources, readers.WithInclude(cfg.Include...),
+		readers.WithExclude(cfg.Exclude...), readers.WithDiscoverLogger(cfg.Logger))
 	if err != nil {
 		return nil, err
 	}
 	firstSchema := func() (*arrow.Schema, error) {
-		src, err := readers.Open(ctx, files[0])
+		src, err := readers.Open(ctx, files[0], readers.WithCSV(cfg.CSV))
 		if err != nil {
 			return nil, err
 		}
@@ -44,7 +46,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	var tgt *target
 	if cfg.Endpoint == "" {
-		tgt, err = openEmbedded(ctx, &cfg, firstSchema)
+		tgt, err = openEmbedded(ctx, &cfg, files[0].Path, firstSchema)
 	} else {
 		tgt, err = openRemote(ctx, &cfg, firstSchema)
 	}
@@ -81,7 +83,10 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	stats, err := p.run(ctx)
-	sum := p.summary(stats)
+	if qerr := p.quarantine.close(); qerr != nil && err == nil {
+		err = qerr
+	}
+	sum := p.summary(stats, ctx.Err() == nil)
 	sum.Target, sum.Table = tgt.describe, cfg.Table.String()
 	if serr := m.Sync(); serr != nil && err == nil {
 		err = fmt.Errorf("manifest: %w", serr)
@@ -123,6 +128,9 @@ type pipeline struct {
 
 	remaining atomic.Int64 // rows left under --limit; unused without it
 
+	fileRows   []atomic.Int64 // rows acknowledged per file
+	quarantine *quarantine
+
 	failMu sync.Mutex
 	failed []FileFailure
 
@@ -148,6 +156,9 @@ func newPipeline(cfg *Config, tgt *target, m *manifest.Manifest, files []readers
 		budget: partitioner.NewBudget(cfg.MaxInflightBytes),
 		frames: make(chan *partitioner.Frame, cfg.Streams),
 		plans:  map[string]*planResult{},
+
+		fileRows:   make([]atomic.Int64, len(files)),
+		quarantine: newQuarantine(cfg.QuarantineDir, cfg.Table.String(), time.Now()),
 	}
 	p.remaining.Store(cfg.Limit)
 	cfg.Progress.FilesTotal.Store(int64(len(files)))
@@ -224,20 +235,31 @@ func (p *pipeline) acked(f *partitioner.Frame) {
 		p.cfg.Logger.Warn("manifest", "err", err) // the rows are loaded; a re-run may send them again
 	}
 	p.budget.Release(int64(f.Size()))
+	p.fileRows[f.Span.File].Add(f.Rows)
 	p.cfg.Progress.Rows.Add(f.Rows)
 	p.cfg.Progress.Bytes.Add(int64(f.Size()))
 }
 
-func (p *pipeline) summary(stats flightclient.Stats) *Summary {
+// summary reports the run; complete says it was not interrupted, so rows read but neither loaded nor
+// quarantined were refused (rather than left unsent).
+func (p *pipeline) summary(stats flightclient.Stats, complete bool) *Summary {
 	pr := p.cfg.Progress
 	s := &Summary{
-		Files:        len(p.files),
-		Rows:         pr.Rows.Load(),
-		Bytes:        pr.Bytes.Load(),
-		Seconds:      p.elapsed.Seconds(),
-		Streams:      p.cfg.Streams,
-		Retries:      stats.Retries,
-		SkippedUnits: pr.SkippedUnits.Load(),
+		Files:           len(p.files),
+		Rows:            pr.Rows.Load(),
+		Bytes:           pr.Bytes.Load(),
+		Seconds:         p.elapsed.Seconds(),
+		Streams:         p.cfg.Streams,
+		Retries:         stats.Retries,
+		SkippedUnits:    pr.SkippedUnits.Load(),
+		RowsRead:        pr.RowsRead.Load(),
+		RowsQuarantined: pr.Quarantined.Load(),
+	}
+	if complete {
+		s.RowsRefused = max(0, s.RowsRead-s.Rows-s.RowsQuarantined)
+	}
+	if p.quarantine.used() {
+		s.QuarantineDir = p.quarantine.dir
 	}
 	if s.Seconds > 0 {
 		s.RowsPerSecond = float64(s.Rows) / s.Seconds
@@ -289,9 +311,9 @@ type fileRun struct {
 
 func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) error {
 	f := p.files[i]
-	src, err := readers.Open(ctx, f, readers.WithTable(p.tgt.schema), readers.WithAllocator(p.cfg.Allocator))
+	src, err := readers.Open(ctx, f, p.readerOptions()...)
 	if err != nil {
-		return p.fileFailed(f.Path, err)
+		return p.fileFailed(i, err)
 	}
 	schema := src.Schema()
 	fp := fingerprint(schema)
@@ -299,7 +321,7 @@ func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) e
 	plan, err := p.plan(fp, schema, f.Path)
 	if err != nil {
 		src.Close()
-		return p.fileFailed(f.Path, err)
+		return p.fileFailed(i, err)
 	}
 	fctx, cancel := context.WithCancel(ctx)
 	fr := &fileRun{idx: i, src: src, plan: plan, ctx: fctx, cancel: cancel}
@@ -336,7 +358,7 @@ func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) e
 			}
 			if fr.failed.CompareAndSwap(false, true) {
 				fr.cancel()
-				return p.fileFailed(f.Path, err)
+				return p.fileFailed(i, err)
 			}
 			return nil
 		})
@@ -355,41 +377,97 @@ func (p *pipeline) finishFile(fr *fileRun) {
 	p.cfg.Progress.FilesDone.Add(1)
 }
 
-// fileFailed applies the error policy: with skip-file it records the failure and returns nil.
-func (p *pipeline) fileFailed(path string, err error) error {
-	if p.cfg.OnError != OnErrorSkipFile {
-		return fmt.Errorf("%s: %w", path, err)
+// fileFailed applies the error policy to file i: with skip-file or quarantine it records the
+// failure and returns nil, so the rest of the files go on.
+func (p *pipeline) fileFailed(i int, err error) error {
+	path := p.files[i].Path
+	if !strings.Contains(err.Error(), path) {
+		err = fmt.Errorf("%s: %w", path, err)
 	}
+	if from := p.tgt.createdFrom; from != "" && from != path && errors.Is(err, schemamatch.ErrMismatch) {
+		err = fmt.Errorf("%w\n  (the table was created from %s by --create-table in this run)", err, from)
+	}
+	if p.cfg.OnError == OnErrorFail {
+		return err
+	}
+	// Frames of this file already sent may still be acknowledged: count them once the wire is done.
+	f := FileFailure{Path: path, Error: err.Error(), RowsLoaded: p.fileRows[i].Load()}
 	p.cfg.Logger.Warn("skipping file", "file", path, "err", err)
 	p.failMu.Lock()
-	p.failed = append(p.failed, FileFailure{Path: path, Error: err.Error()})
+	p.failed = append(p.failed, f)
 	p.failMu.Unlock()
+	if p.cfg.OnError == OnErrorQuarantine {
+		return p.quarantine.file(f)
+	}
 	return nil
 }
 
+func (p *pipeline) readerOptions() []readers.Option {
+	csv := p.cfg.CSV
+	if p.cfg.OnError == OnErrorQuarantine && p.quarantine != nil { // a dry run has none
+		csv.OnBadRow = func(r readers.BadRow) error {
+			p.cfg.Progress.Quarantined.Add(1)
+			p.cfg.Progress.RowsRead.Add(1)
+			return p.quarantine.row(r)
+		}
+	}
+	return []readers.Option{
+		readers.WithTable(p.tgt.schema),
+		readers.WithAllocator(p.cfg.Allocator),
+		readers.WithCSV(csv),
+		readers.WithLogger(p.cfg.Logger),
+	}
+}
+
+// plan returns the plan for a file of this schema, built once per distinct schema and renamed for
+// each file so errors and rescued rows name the right one.
 func (p *pipeline) plan(fp string, schema *arrow.Schema, path string) (*schemamatch.Plan, error) {
 	p.plansMu.Lock()
-	defer p.plansMu.Unlock()
-	if r, ok := p.plans[fp]; ok {
-		if r.err != nil {
-			return nil, r.err
-		}
-		return r.plan, nil
+	r, ok := p.plans[fp]
+	if !ok {
+		plan, err := schemamatch.NewPlan(schema, p.tgt.schema, p.planOptions(path)...)
+		r = &planResult{plan: plan, err: err}
+		p.plans[fp] = r
 	}
-	plan, err := schemamatch.NewPlan(schema, p.tgt.schema, schemamatch.WithSource(path), schemamatch.WithAllocator(p.cfg.Allocator))
-	p.plans[fp] = &planResult{plan: plan, err: err}
-	return plan, err
+	p.plansMu.Unlock()
+	var me *schemamatch.MismatchError
+	switch {
+	case errors.As(r.err, &me):
+		return nil, me.ForSource(path)
+	case r.err != nil:
+		return nil, r.err
+	}
+	return r.plan.ForSource(path), nil
+}
+
+func (p *pipeline) planOptions(source string) []schemamatch.Option {
+	return []schemamatch.Option{
+		schemamatch.WithSource(source),
+		schemamatch.WithAllocator(p.cfg.Allocator),
+		schemamatch.WithMode(p.cfg.SchemaMode),
+		schemamatch.WithCaseInsensitive(p.cfg.CaseInsensitive),
+		schemamatch.WithRescueColumn(p.cfg.RescueColumn),
+		schemamatch.WithBinaryAsString(p.cfg.BinaryAsString),
+		schemamatch.WithLogger(p.cfg.Logger),
+	}
 }
 
 // readUnit decodes one unit, skipping rows the manifest says are acknowledged already, and hands its
-// frames to the wire.
+// frames to the wire. A watchdog stops the unit when its decoder makes no progress for StallTimeout;
+// time spent in the callback (casting, encoding, waiting for the target) does not count.
 func (p *pipeline) readUnit(fr *fileRun, u readers.Unit) error {
-	ctx := fr.ctx
+	ctx, cancel := context.WithCancelCause(fr.ctx)
+	defer cancel(nil)
+	watchdog := time.AfterFunc(p.cfg.StallTimeout, func() { cancel(ErrStalled) })
+	defer watchdog.Stop()
+
 	id := p.ids[fr.idx]
 	done := p.m.Acked(id, u.Index)
 	var pos int64
 	limited := false
 	err := fr.src.ReadUnit(ctx, u.Index, func(rec arrow.RecordBatch) error {
+		watchdog.Stop()
+		defer watchdog.Reset(p.cfg.StallTimeout)
 		n := rec.NumRows()
 		for _, r := range uncovered(done, pos, pos+n) {
 			if p.cfg.Limit > 0 {
@@ -400,6 +478,7 @@ func (p *pipeline) readUnit(fr *fileRun, u readers.Unit) error {
 				}
 				r.To = r.From + take
 			}
+			p.cfg.Progress.RowsRead.Add(r.To - r.From)
 			if err := p.send(ctx, fr, u.Index, rec, pos, r); err != nil {
 				return err
 			}
@@ -409,6 +488,9 @@ func (p *pipeline) readUnit(fr *fileRun, u readers.Unit) error {
 	})
 	if limited || errors.Is(err, errLimit) {
 		return errLimit
+	}
+	if errors.Is(context.Cause(ctx), ErrStalled) {
+		return fmt.Errorf("unit %d: %w: no progress for %s", u.Index, ErrStalled, p.cfg.StallTimeout)
 	}
 	if err != nil {
 		return fmt.Errorf("unit %d: %w", u.Index, err)

@@ -23,6 +23,7 @@ type target struct {
 	key         string // identifies target and table in the manifest's name
 	manifestDir string
 	describe    string // for the summary: "embedded:<dir>" or the endpoint
+	createdFrom string // the file --create-table derived the table from in this run, if it did
 	close       func(context.Context) error
 }
 
@@ -40,7 +41,8 @@ func clientOptions(cfg *Config) []flightclient.Option {
 
 // openEmbedded starts the embedded sink over cfg.Warehouse on a loopback port, creating the table from
 // the first file's schema when asked to.
-func openEmbedded(ctx context.Context, cfg *Config, firstSchema func() (*arrow.Schema, error)) (*target, error) {
+func openEmbedded(ctx context.Context, cfg *Config, firstFile string, firstSchema func() (*arrow.Schema, error)) (*target, error) {
+	createdFrom := ""
 	wh, err := warehouse.Open(cfg.Warehouse)
 	if err != nil {
 		return nil, fmt.Errorf("warehouse %s: %w", cfg.Warehouse, err)
@@ -52,6 +54,7 @@ func openEmbedded(ctx context.Context, cfg *Config, firstSchema func() (*arrow.S
 				cfg.Table, cfg.Warehouse, err)
 		}
 		tbl, err = createFromFirstFile(ctx, wh, cfg.Table, firstSchema)
+		createdFrom = firstFile
 	}
 	if err != nil {
 		return nil, err
@@ -98,6 +101,7 @@ func openEmbedded(ctx context.Context, cfg *Config, firstSchema func() (*arrow.S
 		key:         "embedded:" + abs + "#" + snap.ID,
 		manifestDir: filepath.Join(cfg.Warehouse, ".loader", "manifests"),
 		describe:    "embedded:" + cfg.Warehouse,
+		createdFrom: createdFrom,
 		close: func(ctx context.Context) error {
 			return errors.Join(client.Close(), shutdown(ctx))
 		},

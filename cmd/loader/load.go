@@ -5,37 +5,29 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
-	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/load"
 	"github.com/loaderproject/loader/partitioner"
-	"github.com/loaderproject/loader/tableschema"
 	"github.com/loaderproject/loader/zerobus"
 )
 
 type loadFlags struct {
-	table            string
-	endpoint         string
-	protocol         string
-	token            string
+	target           targetFlags
+	input            inputFlags
+	bad              badDataFlags
 	streams          int
 	connections      int
 	decoders         int
-	warehouse        string
-	createTable      bool
-	tableSchema      string
 	asJSON           bool
 	limit            int64
 	maxFrameBytes    byteSize
 	maxInflightBytes byteSize
 	force            bool
 	manifestDir      string
-	onError          string
 	commitInterval   time.Duration
 	progressEvery    time.Duration
 	quiet            bool
@@ -48,10 +40,12 @@ func (a *app) loadCommand() *cobra.Command {
 		Short: "Load files into a table",
 		Long: `Load SOURCEs (files, directories walked recursively, or globs) into the table NAME.
 
-Formats come from the file extension and magic bytes: Parquet, CSV with a header row, and Arrow IPC in
-file and stream form. Columns are matched to the table by name, reordered, safely cast to the table's
-types, and omitted nullable columns are filled with nulls; anything unsafe is refused with one error
-listing every problem of the file.
+Formats come from the file extension and magic bytes: Parquet, CSV (header row by default; .gz and
+.zst too), and Arrow IPC in file and stream form. Hidden and metadata entries (.*, _SUCCESS,
+_delta_log, *.crc) are skipped, and Hive partition directories (key=value) become columns. Columns
+are matched to the table by name, reordered, safely cast to the table's types, and omitted nullable
+columns are filled with nulls; anything unsafe is refused with one error listing every problem of
+the file. ` + "`loader plan`" + ` shows all this without sending anything.
 
 Targets:
   (no --endpoint)        the embedded sink, in-process over --warehouse (default ./warehouse); it
@@ -65,33 +59,34 @@ Resume: which rows of which files the target acknowledged is recorded in a manif
 table). Running the same command again skips what is done and finishes what is not; a changed file
 counts as new; --force loads everything again.
 
+Bad data: --on-error fail stops at the first bad file; skip-file loads the others and exits 3;
+quarantine also writes bad CSV rows and failed files to NDJSON under --quarantine-dir. Every row read
+is counted as loaded, quarantined or refused.
+
 At the end, where the target can count rows, the table's growth is compared with the rows
 acknowledged, and a mismatch fails the load. --json prints one object on stdout with the keys files,
 rows, bytes, seconds, rows_per_second, bytes_per_second, streams, retries, skipped_units and
-verified_rows (null when the target cannot count). bytes are Arrow IPC bytes acknowledged.`,
+verified_rows (null when the target cannot count), plus rows_read, rows_quarantined, rows_refused
+and failed_files. bytes are Arrow IPC bytes acknowledged.`,
 		Example: `  loader load --table main.default.events --create-table ./data/
   loader load --table main.default.events --limit 100 'data/**/*.parquet'
-  loader load --table main.default.events --endpoint grpc://127.0.0.1:8815 --streams 4 data/`,
+  loader load --table main.default.events --endpoint grpc://127.0.0.1:8815 --streams 4 data/
+  loader load --table main.default.events --csv-no-header --columns id,name,ts --on-error quarantine exports/`,
 		RunE: func(cmd *cobra.Command, args []string) error { return a.load(cmd.Context(), f, args) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.table, "table", "", "target table, catalog.schema.table (required)")
-	fl.StringVar(&f.endpoint, "endpoint", "", "target URL; empty runs the embedded sink over --warehouse")
-	fl.StringVar(&f.protocol, "protocol", string(flightclient.Zerobus), "target dialect: zerobus, flightsql or flight")
-	fl.StringVar(&f.token, "token", os.Getenv("LOADER_TOKEN"), "bearer token sent to the endpoint (default $LOADER_TOKEN)")
+	f.target.register(fl)
+	f.input.register(fl)
+	f.bad.register(fl)
 	fl.IntVar(&f.streams, "streams", 4, "parallel DoPut streams")
 	fl.IntVar(&f.connections, "connections", 0, "gRPC connections the streams share (default: one per stream, at most 8)")
 	fl.IntVar(&f.decoders, "decoders", 0, "units decoded at once (default: the number of CPUs)")
-	fl.StringVar(&f.warehouse, "warehouse", "warehouse", "warehouse directory of the embedded sink")
-	fl.BoolVar(&f.createTable, "create-table", false, "create the table from the first file's schema if it does not exist (embedded sink)")
-	fl.StringVar(&f.tableSchema, "table-schema", "", `the target's columns in Databricks SQL, for targets that cannot describe tables (Zerobus); default: the first file's canonical schema`)
 	fl.BoolVar(&f.asJSON, "json", false, "print the summary as one JSON object on stdout")
 	fl.Int64Var(&f.limit, "limit", 0, "load only the first N rows, then verify them (a smoke test before a big backfill)")
 	fl.Var(&f.maxFrameBytes, "max-frame-bytes", "largest encoded frame (FlightData) sent")
 	fl.Var(&f.maxInflightBytes, "max-inflight-bytes", "bytes sent but not yet acknowledged, across all streams: the memory bound")
 	fl.BoolVar(&f.force, "force", false, "ignore the manifest and load every file again")
 	fl.StringVar(&f.manifestDir, "manifest-dir", "", "where manifests of remote targets live (default $XDG_STATE_HOME/loader/manifests); the embedded sink keeps them in WAREHOUSE/.loader")
-	fl.StringVar(&f.onError, "on-error", string(load.OnErrorFail), "bad file policy: fail (stop) or skip-file (load the rest, exit 3)")
 	fl.DurationVar(&f.commitInterval, "commit-interval", 0, "embedded sink: how often acknowledged rows are committed (default 1s)")
 	fl.DurationVar(&f.progressEvery, "progress-interval", 10*time.Second, "how often to print a progress line when stderr is not a terminal")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
@@ -99,27 +94,14 @@ verified_rows (null when the target cannot count). bytes are Arrow IPC bytes ack
 }
 
 func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
-	if f.table == "" {
-		return usagef("--table is required")
-	}
 	if len(sources) == 0 {
 		return usagef("give at least one SOURCE (file, directory or glob)")
-	}
-	name, err := tableschema.ParseTableName(f.table)
-	if err != nil {
-		return usageError{err}
 	}
 	if f.limit < 0 {
 		return usagef("--limit must be positive")
 	}
 	cfg := load.Config{
 		Sources:          sources,
-		Table:            name,
-		Endpoint:         f.endpoint,
-		Protocol:         flightclient.Dialect(strings.ToLower(f.protocol)),
-		Token:            f.token,
-		Warehouse:        f.warehouse,
-		CreateTable:      f.createTable,
 		Streams:          f.streams,
 		Connections:      f.connections,
 		Decoders:         f.decoders,
@@ -128,18 +110,17 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 		Limit:            f.limit,
 		Force:            f.force,
 		ManifestDir:      f.manifestDir,
-		OnError:          load.OnError(f.onError),
 		CommitInterval:   f.commitInterval,
 		Logger:           a.logger,
 		Progress:         &load.Progress{},
 	}
+	for _, apply := range []func(*load.Config) error{f.target.apply, f.input.apply, f.bad.apply} {
+		if err := apply(&cfg); err != nil {
+			return err
+		}
+	}
 	if cfg.Connections == 0 {
 		cfg.Connections = min(max(f.streams, 1), 8) // one HTTP/2 connection per stream, up to a point
-	}
-	if f.tableSchema != "" {
-		if cfg.TableSchema, err = tableschema.ParseColumns(f.tableSchema); err != nil {
-			return usagef("--table-schema: %w", err)
-		}
 	}
 	stopProgress := func() {}
 	if !f.quiet {
@@ -160,7 +141,11 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 
 func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 	for _, f := range s.FailedFiles {
-		fmt.Fprintf(a.stderr, "failed: %s: %s\n", f.Path, f.Error)
+		loaded := ""
+		if f.RowsLoaded > 0 {
+			loaded = fmt.Sprintf(" (%d of its rows were loaded before it failed)", f.RowsLoaded)
+		}
+		fmt.Fprintf(a.stderr, "failed: %s%s\n", f.Error, loaded)
 	}
 	if asJSON {
 		enc := json.NewEncoder(a.stdout)
@@ -175,9 +160,13 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 			Retries        int64   `json:"retries"`
 			SkippedUnits   int64   `json:"skipped_units"`
 			VerifiedRows   *int64  `json:"verified_rows"`
+			RowsRead       int64   `json:"rows_read"`
+			Quarantined    int64   `json:"rows_quarantined"`
+			Refused        int64   `json:"rows_refused"`
 			FailedFiles    int     `json:"failed_files"`
+			QuarantineDir  string  `json:"quarantine_dir,omitempty"`
 		}{s.Files, s.Rows, s.Bytes, s.Seconds, s.RowsPerSecond, s.BytesPerSecond, s.Streams, s.Retries,
-			s.SkippedUnits, s.VerifiedRows, len(s.FailedFiles)})
+			s.SkippedUnits, s.VerifiedRows, s.RowsRead, s.RowsQuarantined, s.RowsRefused, len(s.FailedFiles), s.QuarantineDir})
 	}
 	fmt.Fprintf(a.stdout, "loaded %s rows (%.1f MB) from %d files into %s in %.1fs: %s rows/s, %.1f MB/s, %d streams, %d retries",
 		groupDigits(s.Rows), float64(s.Bytes)/1e6, s.Files, s.Table, s.Seconds, groupDigits(int64(s.RowsPerSecond)),
@@ -186,6 +175,13 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 		fmt.Fprintf(a.stdout, ", %d units already loaded", s.SkippedUnits)
 	}
 	fmt.Fprintln(a.stdout)
+	if s.RowsQuarantined > 0 || s.RowsRefused > 0 || len(s.FailedFiles) > 0 {
+		fmt.Fprintf(a.stdout, "rows read %s: %s loaded, %s quarantined, %s refused; %d files failed\n",
+			groupDigits(s.RowsRead), groupDigits(s.Rows), groupDigits(s.RowsQuarantined), groupDigits(s.RowsRefused), len(s.FailedFiles))
+	}
+	if s.QuarantineDir != "" {
+		fmt.Fprintf(a.stdout, "dead letters in %s\n", s.QuarantineDir)
+	}
 	if s.VerifiedRows != nil {
 		fmt.Fprintf(a.stdout, "verified: %s grew by %s rows\n", s.Table, groupDigits(*s.VerifiedRows))
 	} else {

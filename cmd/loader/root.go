@@ -120,7 +120,7 @@ Loads run over parallel streams, track durable acknowledgements, and resume wher
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "log verbosity on stderr: debug, info, warn or error")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SetVersionTemplate("loader {{.Version}}\n")
-	root.AddCommand(a.serveCommand(), a.tableCommand(), a.loadCommand(), a.generateCommand(), a.versionCommand())
+	root.AddCommand(a.serveCommand(), a.tableCommand(), a.loadCommand(), a.planCommand(), a.generateCommand(), a.versionCommand())
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 		if !strings.Contains(c.Long, "Exit status") {

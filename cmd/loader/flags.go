@@ -1,0 +1,187 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/loaderproject/loader/flightclient"
+	"github.com/loaderproject/loader/load"
+	"github.com/loaderproject/loader/readers"
+	"github.com/loaderproject/loader/schemamatch"
+	"github.com/loaderproject/loader/tableschema"
+)
+
+// targetFlags choose the table and how to reach it; load and plan share them.
+type targetFlags struct {
+	table       string
+	endpoint    string
+	protocol    string
+	token       string
+	warehouse   string
+	createTable bool
+	tableSchema string
+}
+
+func (f *targetFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.table, "table", "", "target table, catalog.schema.table (required)")
+	fl.StringVar(&f.endpoint, "endpoint", "", "target URL; empty runs the embedded sink over --warehouse")
+	fl.StringVar(&f.protocol, "protocol", string(flightclient.Zerobus), "target dialect: zerobus, flightsql or flight")
+	fl.StringVar(&f.token, "token", os.Getenv("LOADER_TOKEN"), "bearer token sent to the endpoint (default $LOADER_TOKEN)")
+	fl.StringVar(&f.warehouse, "warehouse", "warehouse", "warehouse directory of the embedded sink")
+	fl.BoolVar(&f.createTable, "create-table", false, "create the table from the first file's schema if it does not exist (embedded sink)")
+	fl.StringVar(&f.tableSchema, "table-schema", "", "the target's columns in Databricks SQL, for targets that cannot describe tables (Zerobus); default: the first file's canonical schema")
+}
+
+func (f *targetFlags) apply(cfg *load.Config) error {
+	if f.table == "" {
+		return usagef("--table is required")
+	}
+	name, err := tableschema.ParseTableName(f.table)
+	if err != nil {
+		return usageError{err}
+	}
+	dialect, err := flightclient.ParseDialect(strings.ToLower(f.protocol))
+	if err != nil {
+		return usageError{err}
+	}
+	cfg.Table, cfg.Endpoint, cfg.Protocol, cfg.Token = name, f.endpoint, dialect, f.token
+	cfg.Warehouse, cfg.CreateTable = f.warehouse, f.createTable
+	if f.tableSchema != "" {
+		if cfg.TableSchema, err = tableschema.ParseColumns(f.tableSchema); err != nil {
+			return usagef("--table-schema: %w", err)
+		}
+	}
+	return nil
+}
+
+// inputFlags say how to find and read the sources and how to match them to the table.
+type inputFlags struct {
+	include, exclude []string
+
+	delimiter, quote, escape, comment string
+	noQuote, noHeader                 bool
+	columns                           string
+	nullValues                        []string
+	stringNulls                       bool
+	timestampFormat, dateFormat       string
+	allowRagged, lazyQuotes           bool
+
+	schemaMode      string
+	caseInsensitive bool
+	rescueColumn    string
+	binaryAsString  bool
+}
+
+func (f *inputFlags) register(fl *pflag.FlagSet) {
+	fl.StringArrayVar(&f.include, "include", nil, "load only files whose path (relative to its source) matches this glob; repeatable, ** matches directories")
+	fl.StringArrayVar(&f.exclude, "exclude", nil, "skip files whose path matches this glob; repeatable")
+
+	fl.StringVar(&f.delimiter, "csv-delimiter", "", `CSV field delimiter, one character or "tab" (default "," and tab for .tsv)`)
+	fl.StringVar(&f.quote, "csv-quote", "", `CSV quote character (default '"')`)
+	fl.BoolVar(&f.noQuote, "csv-no-quote", false, "CSV fields are never quoted")
+	fl.StringVar(&f.escape, "csv-escape", "", `CSV escape character inside quoted fields, e.g. '\' (default: none, quotes are doubled)`)
+	fl.StringVar(&f.comment, "csv-comment", "", "skip CSV lines starting with this character")
+	fl.BoolVar(&f.noHeader, "csv-no-header", false, "CSV files have no header row; name the columns with --columns (else _c0, _c1, ...)")
+	fl.StringVar(&f.columns, "columns", "", "comma-separated CSV column names, for files without a header (or to replace it)")
+	fl.StringArrayVar(&f.nullValues, "null-value", nil, `CSV text read as null; repeatable (default: an empty field). In text columns it applies to unquoted fields; a quoted "" is an empty string`)
+	fl.BoolVar(&f.stringNulls, "csv-quoted-nulls", false, "apply --null-value to quoted fields of text columns too")
+	fl.StringVar(&f.timestampFormat, "timestamp-format", "", "layout of CSV timestamps: a Go layout (2006-01-02 15:04:05) or strftime (%Y-%m-%d %H:%M:%S); default RFC 3339 and its common variants")
+	fl.StringVar(&f.dateFormat, "date-format", "", "layout of CSV dates, Go or strftime (default 2006-01-02)")
+	fl.BoolVar(&f.allowRagged, "allow-ragged", false, "pad CSV rows with too few fields with nulls (rows with too many are always bad rows)")
+	fl.BoolVar(&f.lazyQuotes, "csv-lazy-quotes", false, "accept stray quotes inside CSV fields as text")
+
+	fl.StringVar(&f.schemaMode, "schema-mode", "by-name", "by-name (match columns by name, apply safe casts) or strict (types must already be the table's)")
+	fl.BoolVar(&f.caseInsensitive, "case-insensitive", false, "match column names ignoring ASCII case")
+	fl.StringVar(&f.rescueColumn, "rescue-column", "", "a nullable STRING column that receives, as JSON, source columns the table lacks and values that cannot be cast (like Databricks' _rescued_data)")
+	fl.BoolVar(&f.binaryAsString, "binary-as-string", false, "load binary columns into STRING columns, checking each value is UTF-8 (old Impala/Hive Parquet)")
+}
+
+func (f *inputFlags) apply(cfg *load.Config) error {
+	cfg.Include, cfg.Exclude = f.include, f.exclude
+	var err error
+	opt := readers.CSVOptions{
+		NoQuote: f.noQuote, NoHeader: f.noHeader, NullValues: f.nullValues, StringNulls: f.stringNulls,
+		AllowRagged: f.allowRagged, LazyQuotes: f.lazyQuotes,
+	}
+	for _, c := range []struct {
+		name string
+		val  string
+		dst  *rune
+	}{{"--csv-delimiter", f.delimiter, &opt.Delimiter}, {"--csv-quote", f.quote, &opt.Quote},
+		{"--csv-escape", f.escape, &opt.Escape}, {"--csv-comment", f.comment, &opt.Comment}} {
+		if *c.dst, err = oneChar(c.name, c.val); err != nil {
+			return err
+		}
+	}
+	if f.columns != "" {
+		for _, c := range strings.Split(f.columns, ",") {
+			opt.Columns = append(opt.Columns, strings.TrimSpace(c))
+		}
+	}
+	opt.TimestampFormat, opt.DateFormat = goLayout(f.timestampFormat), goLayout(f.dateFormat)
+	if err := opt.Check(); err != nil {
+		return usageError{err}
+	}
+	cfg.CSV = opt
+	if cfg.SchemaMode, err = schemamatch.ParseMode(f.schemaMode); err != nil {
+		return usageError{err}
+	}
+	cfg.CaseInsensitive, cfg.RescueColumn, cfg.BinaryAsString = f.caseInsensitive, f.rescueColumn, f.binaryAsString
+	return nil
+}
+
+// oneChar reads a single-character flag; "tab" and `\t` mean a tab.
+func oneChar(name, v string) (rune, error) {
+	switch v {
+	case "":
+		return 0, nil
+	case "tab", `\t`:
+		return '\t', nil
+	}
+	r := []rune(v)
+	if len(r) != 1 || r[0] > 127 {
+		return 0, usagef("%s %q: want one ASCII character", name, v)
+	}
+	return r[0], nil
+}
+
+// strftime maps the strftime directives users write to Go layout elements.
+var strftime = strings.NewReplacer(
+	"%Y", "2006", "%y", "06", "%m", "01", "%d", "02", "%e", "_2", "%H", "15", "%I", "03", "%p", "PM",
+	"%M", "04", "%S", "05", "%f", "000000", "%z", "-0700", "%Z", "MST", "%b", "Jan", "%B", "January",
+	"%a", "Mon", "%A", "Monday", "%j", "002", "%%", "%", "%T", "15:04:05", "%F", "2006-01-02",
+)
+
+// goLayout accepts a Go layout as is and converts a strftime format.
+func goLayout(v string) string {
+	if !strings.Contains(v, "%") {
+		return v
+	}
+	return strftime.Replace(v)
+}
+
+// badDataFlags decide what happens to bad files and rows.
+type badDataFlags struct {
+	onError       string
+	quarantineDir string
+	stallTimeout  time.Duration
+}
+
+func (f *badDataFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&f.onError, "on-error", string(load.OnErrorFail), "bad data policy: fail (stop at the first bad file), skip-file (load the rest, exit 3) or quarantine (bad CSV rows and failed files go to --quarantine-dir as NDJSON)")
+	fl.StringVar(&f.quarantineDir, "quarantine-dir", "quarantine", "dead-letter folder of --on-error quarantine (a subfolder per run)")
+	fl.DurationVar(&f.stallTimeout, "stall-timeout", 5*time.Minute, "fail a file whose decoder makes no progress for this long")
+}
+
+func (f *badDataFlags) apply(cfg *load.Config) error {
+	switch load.OnError(f.onError) {
+	case load.OnErrorFail, load.OnErrorSkipFile, load.OnErrorQuarantine:
+	default:
+		return usagef("--on-error %q: want fail, skip-file or quarantine", f.onError)
+	}
+	cfg.OnError, cfg.QuarantineDir, cfg.StallTimeout = load.OnError(f.onError), f.quarantineDir, f.stallTimeout
+	return nil
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loaderproject/loader/load"
+)
+
+func (a *app) planCommand() *cobra.Command {
+	var target targetFlags
+	var input inputFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "plan --table NAME [--endpoint URL | --warehouse DIR] SOURCE...",
+		Short: "Show what a load would do, without sending anything",
+		Long: `A dry run of ` + "`loader load`" + `: find the files, open them, learn the table's columns, and plan every
+distinct source schema. It lists the files with their units, rows and bytes, and for each schema the
+casts, the columns filled with nulls, the columns rescued and every problem. No data is sent.
+It exits 1 when any file would fail to load.`,
+		Example: `  loader plan --table main.default.events data/
+  loader plan --table main.default.events --json --csv-no-header --columns id,name exports/`,
+		RunE: func(cmd *cobra.Command, sources []string) error {
+			if len(sources) == 0 {
+				return usagef("give at least one SOURCE (file, directory or glob)")
+			}
+			cfg := load.Config{Sources: sources, Logger: a.logger}
+			for _, apply := range []func(*load.Config) error{target.apply, input.apply} {
+				if err := apply(&cfg); err != nil {
+					return err
+				}
+			}
+			rep, err := load.Plan(cmd.Context(), cfg)
+			if rep == nil {
+				return err
+			}
+			if asJSON {
+				if jerr := json.NewEncoder(a.stdout).Encode(rep); jerr != nil {
+					return jerr
+				}
+				return err
+			}
+			a.printPlan(cmd.Context(), rep)
+			return err
+		},
+	}
+	target.register(cmd.Flags())
+	input.register(cmd.Flags())
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as one JSON object")
+	return cmd
+}
+
+func (a *app) printPlan(_ context.Context, r *load.PlanReport) {
+	w := a.stdout
+	fmt.Fprintf(w, "table %s (columns from the %s)\n  %s\n\n", r.Table, r.TableFrom, r.Columns)
+	rows := groupDigits(r.Rows)
+	if r.RowsUnknownFiles > 0 {
+		rows += fmt.Sprintf(" + the rows of %d files counted only when read", r.RowsUnknownFiles)
+	}
+	fmt.Fprintf(w, "%d files, %d units, %s rows, %s\n", len(r.Files), r.Units, rows, humanBytes(r.Bytes))
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, f := range r.Files {
+		frows := "?"
+		if f.Rows >= 0 {
+			frows = groupDigits(f.Rows)
+		}
+		state := fmt.Sprintf("schema %d", f.Schema+1)
+		if f.Error != "" {
+			state = "FAILS"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d units\t%s rows\t%s\t%s\n", f.Path, f.Format, f.Units, frows, humanBytes(f.Bytes), state)
+	}
+	tw.Flush()
+	for i, s := range r.Schemas {
+		fmt.Fprintf(w, "\nschema %d of %d, %d files: %s\n", i+1, len(r.Schemas), len(s.Files), clip(strings.Join(s.Files, ", "), 200))
+		if len(s.Problems) > 0 {
+			fmt.Fprintf(w, "  cannot load (%d problems):\n", len(s.Problems))
+			for _, p := range s.Problems {
+				fmt.Fprintf(w, "    %s\n", p)
+			}
+			continue
+		}
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		for _, st := range s.Steps {
+			fmt.Fprintf(tw, "  %s\t%s\n", st.Column, st.Action)
+		}
+		tw.Flush()
+	}
+	var failing []load.PlanFile
+	for _, f := range r.Files {
+		if f.Error != "" && f.Schema < 0 {
+			failing = append(failing, f)
+		}
+	}
+	if len(failing) > 0 {
+		fmt.Fprintln(w, "\nfiles that cannot be opened:")
+		for _, f := range failing {
+			fmt.Fprintf(w, "  %s\n", f.Error)
+		}
+	}
+	if r.FailingFiles > 0 {
+		fmt.Fprintf(w, "\n%d of %d files would fail\n", r.FailingFiles, len(r.Files))
+	} else {
+		fmt.Fprintf(w, "\nevery file can be loaded\n")
+	}
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,184 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/loaderproject/loader/flightclient"
+	"github.com/loaderproject/loader/readers"
+	"github.com/loaderproject/loader/schemamatch"
+	"github.com/loaderproject/loader/tableschema"
+	"github.com/loaderproject/loader/warehouse"
+)
+
+// ErrWouldFail means a dry run found files that a load would refuse.
+var ErrWouldFail = errors.New("files would fail to load")
+
+// PlanReport is what a load would do, found without sending any data.
+type PlanReport struct {
+	Table string `json:"table"`
+	// Columns is the table's column list; TableFrom says where it came from: "warehouse",
+	// "endpoint", "--table-schema" or "first file" (--create-table, or a target that cannot
+	// describe tables).
+	Columns   string `json:"columns"`
+	TableFrom string `json:"table_from"`
+
+	Files   []PlanFile   `json:"files"`
+	Schemas []PlanSchema `json:"schemas"`
+
+	Units int   `json:"units"`
+	Bytes int64 `json:"bytes"`
+	// Rows counts the rows of files whose row count is known before reading (Parquet, Arrow IPC
+	// files); RowsUnknownFiles counts the others (CSV, IPC streams).
+	Rows             int64 `json:"rows"`
+	RowsUnknownFiles int   `json:"rows_unknown_files"`
+	FailingFiles     int   `json:"failing_files"`
+}
+
+// PlanFile is one source file of a dry run.
+type PlanFile struct {
+	Path   string `json:"path"`
+	Format string `json:"format"`
+	Units  int    `json:"units"`
+	Rows   int64  `json:"rows"` // -1 when unknown before reading
+	Bytes  int64  `json:"bytes"`
+	Schema int    `json:"schema"` // index into PlanReport.Schemas; -1 when the file could not be opened
+	Error  string `json:"error,omitempty"`
+}
+
+// PlanSchema is the plan for one distinct source schema.
+type PlanSchema struct {
+	Schema   string                `json:"schema"` // the source Arrow schema
+	Files    []string              `json:"files"`
+	Steps    []schemamatch.Step    `json:"steps,omitempty"`
+	Problems []schemamatch.Problem `json:"problems,omitempty"`
+}
+
+// Plan is a dry run of Run: it discovers and opens the files, learns the table's schema and plans
+// every distinct source schema, and sends nothing. It returns ErrWouldFail (with the report) when any
+// file could not be loaded.
+func Plan(ctx context.Context, cfg Config) (*PlanReport, error) {
+	if err := cfg.applyDefaults(); err != nil {
+		return nil, err
+	}
+	files, err := readers.Discover(ctx, cfg.Sources, readers.WithInclude(cfg.Include...),
+		readers.WithExclude(cfg.Exclude...), readers.WithDiscoverLogger(cfg.Logger))
+	if err != nil {
+		return nil, err
+	}
+	schema, from, err := planTable(ctx, &cfg, files[0])
+	if err != nil {
+		return nil, err
+	}
+	rep := &PlanReport{Table: cfg.Table.String(), Columns: schema.SQL(), TableFrom: from}
+	p := &pipeline{cfg: &cfg, tgt: &target{schema: schema}, plans: map[string]*planResult{}}
+	bySchema := map[string]int{}
+	for _, f := range files {
+		pf := p.planFile(ctx, f, rep, bySchema)
+		if pf.Error != "" {
+			rep.FailingFiles++
+		}
+		rep.Files = append(rep.Files, pf)
+	}
+	if rep.FailingFiles > 0 {
+		return rep, fmt.Errorf("%w: %d of %d", ErrWouldFail, rep.FailingFiles, len(files))
+	}
+	return rep, nil
+}
+
+func (p *pipeline) planFile(ctx context.Context, f readers.File, rep *PlanReport, bySchema map[string]int) PlanFile {
+	pf := PlanFile{Path: f.Path, Format: f.Format.String(), Bytes: f.Size, Schema: -1}
+	src, err := readers.Open(ctx, f, p.readerOptions()...)
+	if err != nil {
+		pf.Error = err.Error()
+		return pf
+	}
+	defer src.Close()
+	pf.Units = len(src.Units())
+	for _, u := range src.Units() {
+		if u.Rows < 0 {
+			pf.Rows = -1
+			break
+		}
+		pf.Rows += u.Rows
+	}
+	rep.Units += pf.Units
+	rep.Bytes += pf.Bytes
+	if pf.Rows < 0 {
+		rep.RowsUnknownFiles++
+	} else {
+		rep.Rows += pf.Rows
+	}
+	fp := fingerprint(src.Schema())
+	idx, seen := bySchema[fp]
+	plan, err := p.plan(fp, src.Schema(), f.Path)
+	if !seen {
+		idx = len(rep.Schemas)
+		bySchema[fp] = idx
+		ps := PlanSchema{Schema: src.Schema().String()}
+		var me *schemamatch.MismatchError
+		if errors.As(err, &me) {
+			ps.Problems = me.Problems
+		} else if err == nil {
+			ps.Steps = plan.Steps()
+		}
+		rep.Schemas = append(rep.Schemas, ps)
+	}
+	rep.Schemas[idx].Files = append(rep.Schemas[idx].Files, f.Path)
+	pf.Schema = idx
+	if err != nil {
+		pf.Error = err.Error()
+	}
+	return pf
+}
+
+// planTable finds the table's schema as a load would, without starting the embedded sink.
+func planTable(ctx context.Context, cfg *Config, first readers.File) (*tableschema.Schema, string, error) {
+	fromFirst := func() (*tableschema.Schema, string, error) {
+		src, err := readers.Open(ctx, first, readers.WithCSV(cfg.CSV))
+		if err != nil {
+			return nil, "", err
+		}
+		defer src.Close()
+		s, err := tableschema.FromArrow(src.Schema())
+		return s, "first file", err
+	}
+	if cfg.Endpoint != "" {
+		client, err := flightclient.New(cfg.Endpoint, cfg.Protocol, clientOptions(cfg)...)
+		if err != nil {
+			return nil, "", err
+		}
+		defer client.Close()
+		info, err := client.Describe(ctx, cfg.Table)
+		switch {
+		case err == nil:
+			return info.Schema, "endpoint", nil
+		case !errors.Is(err, flightclient.ErrUnsupported):
+			return nil, "", fmt.Errorf("describe %s: %w", cfg.Table, err)
+		case cfg.TableSchema != nil:
+			return cfg.TableSchema, "--table-schema", nil
+		}
+		return fromFirst()
+	}
+	if _, err := os.Stat(cfg.Warehouse); err == nil {
+		wh, err := warehouse.Open(cfg.Warehouse)
+		if err != nil {
+			return nil, "", err
+		}
+		tbl, err := wh.Table(ctx, cfg.Table)
+		if err == nil {
+			s, err := tbl.Schema(ctx)
+			return s, "warehouse", err
+		}
+		if !errors.Is(err, warehouse.ErrTableNotFound) {
+			return nil, "", err
+		}
+	}
+	if cfg.CreateTable {
+		return fromFirst()
+	}
+	return nil, "", fmt.Errorf("table %s does not exist in warehouse %s (pass --create-table to plan against the first file's schema): %w",
+		cfg.Table, cfg.Warehouse, warehouse.ErrTableNotFound)
+}
