@@ -105,7 +105,8 @@ func CheckBatch(schema *tableschema.Schema, rec arrow.RecordBatch) error {
 var lastPlan atomic.Pointer[tablePlan]
 
 // convert checks rec against the plan and, when build is set, returns its columns in the full storage
-// schema (omitted columns as nulls, decimal text as Decimal128). The arrays are the caller's to
+// schema (omitted columns as nulls, decimal text as Decimal128, null lists and maps emptied of the
+// values they may span: see dropHiddenValues). The arrays are the caller's to
 // release. rec's schema must pass zerobus.ValidateSchema against p.schema.
 func (p *tablePlan) convert(mem memory.Allocator, rec arrow.RecordBatch, build bool) ([]arrow.Array, error) {
 	var out []arrow.Array
@@ -135,6 +136,18 @@ func (p *tablePlan) convert(mem memory.Allocator, rec arrow.RecordBatch, build b
 		if build {
 			out[idx] = array.MakeFromData(data)
 			data.Release()
+			if hasList(p.cols[idx].storage) {
+				d, err := c.dropHiddenValues(out[idx], nil)
+				if err != nil {
+					release()
+					return nil, err
+				}
+				if d != nil {
+					out[idx].Release()
+					out[idx] = array.MakeFromData(d)
+					d.Release()
+				}
+			}
 		}
 	}
 	return out, nil
