@@ -244,7 +244,7 @@ func (m *Manifest) replay(data []byte) (good int64, lines int, err error) {
 			if nl < 0 && bytes.HasPrefix(headerLine(), line) {
 				return 0, 0, nil // a header torn by a crash while creating the file
 			}
-			return 0, 0, fmt.Errorf("manifest %s: %w: %v", m.path, ErrCorrupt, why)
+			return 0, 0, fmt.Errorf("manifest %s: %w: %w", m.path, ErrCorrupt, why)
 		}
 		if why != nil {
 			if badLine == 0 {
@@ -254,7 +254,7 @@ func (m *Manifest) replay(data []byte) (good int64, lines int, err error) {
 			continue
 		}
 		if badLine != 0 {
-			return 0, 0, fmt.Errorf("manifest %s: line %d: %w: %v (a valid line %d follows it; remove the file to start over)",
+			return 0, 0, fmt.Errorf("manifest %s: line %d: %w: %w (a valid line %d follows it; remove the file to start over)",
 				m.path, badLine, ErrCorrupt, badWhy, lineNo)
 		}
 		off += n
@@ -288,7 +288,7 @@ func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) erro
 			return fmt.Errorf("file number %d declared twice or negative", fs.idx)
 		}
 		if _, dup := m.files[r.FileID]; dup {
-			return fmt.Errorf("file %q declared twice", r.FileID.Path)
+			return fmt.Errorf("file %q declared twice", r.Path)
 		}
 		byIdx[fs.idx] = fs
 		m.files[r.FileID] = fs
@@ -353,7 +353,14 @@ func (m *Manifest) compact() error {
 		return fmt.Errorf("manifest %s: compact: %w", m.path, err)
 	}
 	w := bufio.NewWriter(f)
-	w.Write(headerLine())
+	// werr keeps the first write error; the writes after it are skipped.
+	var werr error
+	write := func(b []byte) {
+		if werr == nil {
+			_, werr = w.Write(b)
+		}
+	}
+	write(headerLine())
 	ids := make([]FileID, 0, len(m.files))
 	for id := range m.files {
 		ids = append(ids, id)
@@ -364,7 +371,7 @@ func (m *Manifest) compact() error {
 		fs := m.files[id]
 		fs.idx = i
 		buf = appendFileLine(buf[:0], i, id)
-		w.Write(buf)
+		write(buf)
 		units := make([]int, 0, len(fs.units))
 		for u := range fs.units {
 			units = append(units, u)
@@ -373,15 +380,18 @@ func (m *Manifest) compact() error {
 		for _, u := range units {
 			us := fs.units[u]
 			if us.rows >= 0 {
-				w.Write(appendRowsLine(buf[:0], i, u, us.rows))
+				write(appendRowsLine(buf[:0], i, u, us.rows))
 			}
 			for _, r := range us.acked {
-				w.Write(appendAckLine(buf[:0], i, u, r))
+				write(appendAckLine(buf[:0], i, u, r))
 			}
 		}
 	}
 	m.nfiles = len(ids)
-	if err := w.Flush(); err != nil {
+	if werr == nil {
+		werr = w.Flush()
+	}
+	if err := werr; err != nil {
 		f.Close()
 		return fmt.Errorf("manifest %s: compact: %w", m.path, err)
 	}

@@ -75,10 +75,9 @@ func buildWideStrings(mem memory.Allocator, rows int) arrow.RecordBatch {
 		if i%97 == 0 {
 			n = 2000 + r.IntN(6000)
 		}
-		switch {
-		case i%11 == 0:
+		if i%11 == 0 {
 			b.Field(1).AppendNull()
-		default:
+		} else {
 			b.Field(1).(*array.LargeStringBuilder).Append(randText(r, n))
 		}
 		if i%13 == 0 {

@@ -2,6 +2,7 @@ package readers
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -142,7 +143,7 @@ func (c *intConv[T]) parse(b []byte, _ bool) string {
 	}
 	v, err := strconv.ParseInt(unsafeString(bytes.TrimSpace(b)), 10, c.bits)
 	if err != nil {
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+		if errors.Is(err, strconv.ErrRange) {
 			return fmt.Sprintf("integer out of range for %d bits", c.bits)
 		}
 		return "not an integer"
@@ -175,7 +176,7 @@ func (c *floatConv[T]) parse(b []byte, _ bool) string {
 	}
 	v, err := strconv.ParseFloat(unsafeString(bytes.TrimSpace(b)), c.bits)
 	if err != nil {
-		if ne, ok := err.(*strconv.NumError); ok && ne.Err == strconv.ErrRange {
+		if errors.Is(err, strconv.ErrRange) {
 			return fmt.Sprintf("number out of range for a %d-bit float", c.bits)
 		}
 		return "not a number"

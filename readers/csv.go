@@ -182,7 +182,8 @@ func (d *dialect) tokenizer(r io.Reader) *tokenizer {
 }
 
 // openText opens a CSV file, undoing gzip or zstd compression (told by magic bytes) and skipping a
-// UTF-8 byte-order mark.
+// UTF-8 byte-order mark. The returned func closes the file; its error is the first of its closers',
+// and wraps ErrCorrupt when the decompressor has met corrupt data.
 func openText(path string) (io.Reader, func() error, error) {
 	fh, err := os.Open(path)
 	if err != nil {
@@ -200,7 +201,12 @@ func openText(path string) (io.Reader, func() error, error) {
 			return nil, nil, fmt.Errorf("%w: gzip: %w", ErrCorrupt, err)
 		}
 		r = zr
-		closers = append([]func() error{zr.Close}, closers...)
+		closers = append([]func() error{func() error {
+			if err := zr.Close(); err != nil {
+				return fmt.Errorf("%w: gzip: %w", ErrCorrupt, err)
+			}
+			return nil
+		}}, closers...)
 	case bytes.HasPrefix(head, magicZstd):
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(256<<20))
 		if err != nil {
@@ -212,7 +218,8 @@ func openText(path string) (io.Reader, func() error, error) {
 	}
 	bom := bufio.NewReaderSize(r, 64<<10)
 	if b, err := bom.Peek(3); err == nil && bytes.Equal(b, []byte{0xEF, 0xBB, 0xBF}) {
-		bom.Discard(3)
+		// Peek has buffered the three bytes, so Discard cannot fail.
+		_, _ = bom.Discard(3)
 	}
 	closeAll := func() error {
 		var first error
@@ -237,7 +244,7 @@ type csvSource struct {
 	batch    int                 // rows per batch
 }
 
-func openCSV(ctx context.Context, f File, cfg *config) (Source, error) {
+func openCSV(ctx context.Context, f File, cfg *config) (_ Source, err error) {
 	d, err := cfg.csv.resolve(f.Path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
@@ -247,12 +254,18 @@ func openCSV(ctx context.Context, f File, cfg *config) (Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	defer closeFn()
+	defer func() {
+		// The sample read stops early, so the decompressor may have met corruption the rows read so
+		// far do not show: report it now rather than from ReadUnit.
+		if cerr := closeFn(); cerr != nil && err == nil {
+			err = fmt.Errorf("%s: %w", f.Path, cerr)
+		}
+	}()
 	t := d.tokenizer(r)
 	// header
 	if !d.o.NoHeader {
 		if _, err := t.next(); err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return nil, fmt.Errorf("%w: %s: empty file, no header row", ErrCorrupt, f.Path)
 			}
 			return nil, s.readErr(err)
@@ -279,7 +292,7 @@ func openCSV(ctx context.Context, f File, cfg *config) (Source, error) {
 			return nil, err
 		}
 		if _, err := t.next(); err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				break
 			}
 			return nil, s.readErr(err)
@@ -354,7 +367,8 @@ func lookupColumn(t *tableschema.Schema, name string) (tableschema.Field, bool) 
 }
 
 func (s *csvSource) readErr(err error) error {
-	if se, ok := err.(*syntaxError); ok {
+	var se *syntaxError
+	if errors.As(err, &se) {
 		return &RowError{File: s.f.Path, Line: se.line, Reason: se.reason}
 	}
 	return corrupt(s.f.Path, err)
@@ -365,7 +379,7 @@ func (s *csvSource) Schema() *arrow.Schema { return s.schema }
 func (s *csvSource) Units() []Unit         { return []Unit{{Index: 0, Rows: -1, Bytes: s.f.Size}} }
 func (s *csvSource) Close() error          { return nil }
 
-func (s *csvSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
+func (s *csvSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) (err error) {
 	where := unitWhere(s.f.Path, "unit", unit)
 	if unit != 0 {
 		return fmt.Errorf("%s: no such unit (a CSV file is one unit)", where)
@@ -383,15 +397,26 @@ func (s *csvSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Record
 		rd.convs[i] = newConv(s.cfg.mem, rd.bld.Field(i), s.decimals[i], &s.d.conv)
 	}
 	st := &stepper{}
-	defer st.finish(func() {
-		rd.release()
-		closeFn()
-	})
+	closed := make(chan error, 1)
+	defer func() {
+		st.finish(func() {
+			rd.release()
+			closed <- closeFn()
+		})
+		select {
+		case cerr := <-closed:
+			if cerr != nil && err == nil {
+				err = fmt.Errorf("%s: %w", where, cerr)
+			}
+		default:
+			// A step was abandoned (err says why): the input is closed when it ends.
+		}
+	}()
 	if !s.d.o.NoHeader {
 		var eof bool
 		err := st.run(ctx, func() error {
 			if _, err := rd.t.next(); err != nil {
-				if err == io.EOF {
+				if errors.Is(err, io.EOF) {
 					eof = true
 					return nil
 				}
@@ -476,7 +501,7 @@ func (u *csvUnit) fill() (done bool, err error) {
 	}()
 	for rows < s.batch {
 		line, err := u.t.next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return true, nil
 		}
 		if err != nil {

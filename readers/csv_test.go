@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -354,4 +355,34 @@ func schemaString(s *arrow.Schema) string {
 		parts = append(parts, f.Name+":"+f.Type.String())
 	}
 	return strings.Join(parts, " ")
+}
+
+// TestCSVTruncatedGzip checks that a truncated gzip file fails with ErrCorrupt, and that Open
+// already reports corruption the decompressor met while it read the sample, even when the sample
+// rows themselves decoded.
+func TestCSVTruncatedGzip(t *testing.T) {
+	var text bytes.Buffer
+	text.WriteString("id,name\n")
+	for i := range 2000 {
+		fmt.Fprintf(&text, "%d,name %d\n", i, i*7919)
+	}
+	full := gz(text.Bytes())
+	path := filepath.Join(t.TempDir(), "t.csv.gz")
+	if err := os.WriteFile(path, full[:len(full)*2/3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files, err := readers.Discover(context.Background(), []string{path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	src, err := readers.Open(context.Background(), files[0], readers.WithAllocator(mem), readers.WithCSV(readers.CSVOptions{InferRows: 1}))
+	if err == nil {
+		src.Close()
+		t.Fatalf("Open(truncated gzip) = nil error; want ErrCorrupt")
+	}
+	if !errors.Is(err, readers.ErrCorrupt) || !strings.Contains(err.Error(), "t.csv.gz") {
+		t.Fatalf("Open(truncated gzip) = %v; want ErrCorrupt naming the file", err)
+	}
 }

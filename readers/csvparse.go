@@ -37,10 +37,10 @@ func (e *syntaxError) Error() string { return fmt.Sprintf("line %d: %s", e.line,
 // valid until the next call.
 func (t *tokenizer) readLine() ([]byte, error) {
 	line, err := t.br.ReadSlice('\n')
-	if err == nil || (err == io.EOF && len(line) > 0) {
+	if err == nil || (errors.Is(err, io.EOF) && len(line) > 0) {
 		return line, nil
 	}
-	if err != bufio.ErrBufferFull {
+	if !errors.Is(err, bufio.ErrBufferFull) {
 		return nil, err
 	}
 	t.scratch = append(t.scratch[:0], line...)
@@ -50,10 +50,10 @@ func (t *tokenizer) readLine() ([]byte, error) {
 		}
 		line, err = t.br.ReadSlice('\n')
 		t.scratch = append(t.scratch, line...)
-		if err == nil || err == io.EOF {
+		if err == nil || errors.Is(err, io.EOF) {
 			return t.scratch, nil
 		}
-		if err != bufio.ErrBufferFull {
+		if !errors.Is(err, bufio.ErrBufferFull) {
 			return nil, err
 		}
 	}
@@ -122,7 +122,7 @@ func (t *tokenizer) next() (int64, error) {
 						return start, &syntaxError{line: start, reason: fmt.Sprintf("a record longer than %d bytes (an unterminated quote?)", t.max)}
 					}
 					l, err := t.readLine()
-					if err == io.EOF {
+					if errors.Is(err, io.EOF) {
 						return start, &syntaxError{line: start, reason: "a quoted field is not closed before the end of the file"}
 					}
 					if err != nil {

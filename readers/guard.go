@@ -47,7 +47,7 @@ func guard(fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			if e, ok := r.(errTooLarge); ok {
-				err = fmt.Errorf("%w: %v", ErrCorrupt, e)
+				err = fmt.Errorf("%w: %w", ErrCorrupt, e)
 				return
 			}
 			err = &panicError{value: r, stack: debug.Stack()}

@@ -281,12 +281,6 @@ func checkMessage(b []byte) (int64, error) {
 	return body, err
 }
 
-// checkSchemaMessage checks an IPC Message flatbuffer that holds a schema.
-func checkSchemaMessage(b []byte) error {
-	_, err := checkMessage(b)
-	return err
-}
-
 // precheckStream walks the messages of an IPC stream (metadata only; bodies are skipped) and
 // checks each. A reader that cannot seek (a pipe) is not checked.
 func precheckStream(r io.ReaderAt, size int64) error {

@@ -116,17 +116,16 @@ type Source interface {
 type Option func(*config)
 
 type config struct {
-	mem            memory.Allocator
-	batchBytes     int64
-	table          *tableschema.Schema
-	csv            CSVOptions
-	logger         *slog.Logger
-	parallel       int
-	partitionCols  bool
-	maxAlloc       int64
-	ipcGroupTarget int64
-	verifyCRC      bool
-	decodeHook     func(start bool) // tests: called as each column decode job starts and ends
+	mem           memory.Allocator
+	batchBytes    int64
+	table         *tableschema.Schema
+	csv           CSVOptions
+	logger        *slog.Logger
+	parallel      int
+	partitionCols bool
+	maxAlloc      int64
+	verifyCRC     bool
+	decodeHook    func(start bool) // tests: called as each column decode job starts and ends
 }
 
 const defaultBatchBytes = 8 << 20

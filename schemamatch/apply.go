@@ -717,17 +717,18 @@ func (c *applyCtx) mapArray(n *node, in arrow.Array, reach []int) (arrow.Array, 
 	m := in.(*array.Map)
 	entries := d.Children()[0]
 	outType := n.out.(*arrow.MapType)
+	entryType := outType.Elem().(*arrow.StructType)
 	var entriesReach []int
 	if n.descendant {
 		// ValueOffsets index the entries logically, as structChildren expects.
 		entriesReach = listReach(m, reach, entries.Len())
 	}
 	sn := &node{kind: kStruct, children: n.children, fill: []bool{false, false}, childSrc: []int{0, 1}}
-	children, err := c.structChildren(sn, entries, entriesReach, outType.ValueType().Fields())
+	children, err := c.structChildren(sn, entries, entriesReach, entryType.Fields())
 	if err != nil {
 		return nil, err
 	}
-	ed := array.NewData(outType.Elem(), entries.Len(), []*memory.Buffer{entries.Buffers()[0]}, children, entries.NullN(), entries.Offset())
+	ed := array.NewData(entryType, entries.Len(), []*memory.Buffer{entries.Buffers()[0]}, children, entries.NullN(), entries.Offset())
 	for _, ch := range children {
 		ch.Release()
 	}

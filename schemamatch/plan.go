@@ -347,12 +347,11 @@ func (pl *planner) node(path string, src arrow.DataType, srcNullable bool, dst t
 	if n == nil {
 		return nil
 	}
+	// Nullability is metadata on the field, not the array: nothing is rebuilt for it, but a nullable
+	// source going into a NOT NULL column is checked for nulls.
 	if srcNullable && !dstNullable {
 		n.notNull = true
 		n.fallible = true
-	}
-	if !srcNullable && dstNullable || srcNullable && !dstNullable {
-		// nullability is metadata on the field, not the array: nothing to rebuild here.
 	}
 	return n
 }

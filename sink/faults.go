@@ -25,12 +25,6 @@ func (fs *faultState) set(f Faults) {
 	fs.dropCalls = max(f.DropCalls, 0)
 }
 
-func (fs *faultState) get() Faults {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return fs.f
-}
-
 // takeUnavailable reports whether this call is to be refused, counting it.
 func (fs *faultState) takeUnavailable() bool {
 	fs.mu.Lock()

@@ -143,7 +143,13 @@ func (p *putStream) run(schemaHeader []byte, dec *decoder, schema *tableschema.S
 		close(acks)
 		return <-ackDone
 	}
-	defer finish(false)
+	defer func() {
+		// Only a failing return leaves the ack side unfinished, and then what the ack side says (the
+		// cancellation just made, most often) comes second.
+		if ferr := finish(false); err == nil && ferr != nil {
+			err = ackStatus(ctx, ferr)
+		}
+	}()
 
 	var (
 		expected int64 // next offset_id
@@ -344,7 +350,7 @@ func (p *putStream) ackLoop(ctx context.Context, acks <-chan ackItem) error {
 	for {
 		var it ackItem
 		if held != nil {
-			it, held = *held, nil
+			it = *held // the coalesce below replaces held
 		} else {
 			select {
 			case x, ok := <-acks:

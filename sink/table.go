@@ -277,7 +277,9 @@ func (ts *tableState) commitChunk(ctx context.Context, target uint64) error {
 			}
 			path, serr := saveRejected(ts.t.Dir(), seq, r)
 			if serr != nil {
-				return fmt.Errorf("log record %d: %v; keeping it failed: %w", seq, err, serr)
+				// The record's reason is text only: it may hold a *zerobus.SchemaError, whose gRPC
+				// status (InvalidArgument) must not become the status of this server-side failure.
+				return fmt.Errorf("log record %d: %v; keeping it failed: %w", seq, err, serr) //nolint:errorlint // the reason is deliberately not wrapped, see above
 			}
 			ts.s.log.Error("sink: acknowledged rows no longer fit the table; kept aside, NOT committed",
 				"table", ts.name.String(), "seq", seq, "rows", r.rows, "file", path, "reason", err)
@@ -325,15 +327,15 @@ var errReject = errors.New("record does not fit the table")
 func (ts *tableState) writeRecord(ctx context.Context, w *warehouse.Writer, schema *tableschema.Schema, r walRecord, mem *limitedAllocator) error {
 	rec, err := decodeRecord(r, mem)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errReject, err)
+		return fmt.Errorf("%w: %w", errReject, err)
 	}
 	defer rec.Release()
 	if se := zerobus.ValidateSchema(schema, rec.Schema()); se != nil {
-		return fmt.Errorf("%w: %v", errReject, se)
+		return fmt.Errorf("%w: %w", errReject, se)
 	}
 	if err := w.Write(ctx, rec); err != nil {
 		if errors.Is(err, warehouse.ErrBadValue) {
-			return fmt.Errorf("%w: %v", errReject, err)
+			return fmt.Errorf("%w: %w", errReject, err)
 		}
 		return err
 	}

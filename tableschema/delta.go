@@ -118,13 +118,13 @@ func parseDeltaType(raw json.RawMessage) (Type, error) {
 		Type string `json:"type"`
 	}
 	if err := json.Unmarshal(raw, &head); err != nil {
-		return Type{}, fmt.Errorf("%w: delta type %s: %v", ErrInvalid, truncate(raw), err)
+		return Type{}, fmt.Errorf("%w: delta type %s: %w", ErrInvalid, truncate(raw), err)
 	}
 	switch head.Type {
 	case "struct":
 		var st deltaStruct
 		if err := json.Unmarshal(raw, &st); err != nil {
-			return Type{}, fmt.Errorf("%w: delta struct: %v", ErrInvalid, err)
+			return Type{}, fmt.Errorf("%w: delta struct: %w", ErrInvalid, err)
 		}
 		fields := make([]Field, len(st.Fields))
 		for i, f := range st.Fields {
@@ -138,7 +138,7 @@ func parseDeltaType(raw json.RawMessage) (Type, error) {
 	case "array":
 		var a deltaArray
 		if err := json.Unmarshal(raw, &a); err != nil {
-			return Type{}, fmt.Errorf("%w: delta array: %v", ErrInvalid, err)
+			return Type{}, fmt.Errorf("%w: delta array: %w", ErrInvalid, err)
 		}
 		elem, err := parseDeltaType(a.ElementType)
 		if err != nil {
@@ -148,7 +148,7 @@ func parseDeltaType(raw json.RawMessage) (Type, error) {
 	case "map":
 		var m deltaMap
 		if err := json.Unmarshal(raw, &m); err != nil {
-			return Type{}, fmt.Errorf("%w: delta map: %v", ErrInvalid, err)
+			return Type{}, fmt.Errorf("%w: delta map: %w", ErrInvalid, err)
 		}
 		key, err := parseDeltaType(m.KeyType)
 		if err != nil {

@@ -56,7 +56,7 @@ func ParseFrameMetadata(b []byte) (int64, error) {
 		return 0, fmt.Errorf("%w: data frame without app_metadata, want {\"offset_id\":N}", ErrProtocol)
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return 0, fmt.Errorf("%w: data frame app_metadata is not a JSON object: %v", ErrProtocol, err)
+		return 0, fmt.Errorf("%w: data frame app_metadata is not a JSON object: %w", ErrProtocol, err)
 	}
 	if isNull(m.OffsetID) {
 		return 0, fmt.Errorf("%w: data frame app_metadata lacks offset_id", ErrProtocol)
@@ -112,7 +112,7 @@ func ParseAck(b []byte) (Ack, error) {
 		Close   json.RawMessage `json:"close_stream_duration_ms"`
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
-		return Ack{}, fmt.Errorf("%w: ack %q is not a JSON object: %v", ErrProtocol, clip(b), err)
+		return Ack{}, fmt.Errorf("%w: ack %q is not a JSON object: %w", ErrProtocol, clip(b), err)
 	}
 	if isNull(m.Offset) || isNull(m.Records) {
 		return Ack{}, fmt.Errorf("%w: ack %q lacks ack_up_to_offset or ack_up_to_records", ErrProtocol, clip(b))

@@ -78,7 +78,7 @@ func ParseCommit(name string, data []byte) ([]Action, error) {
 		}
 		var a Action
 		if err := json.Unmarshal(raw, &a); err != nil {
-			return nil, fmt.Errorf("%w: %s line %d: %v", ErrCorrupt, name, line, err)
+			return nil, fmt.Errorf("%w: %s line %d: %w", ErrCorrupt, name, line, err)
 		}
 		n := 0
 		for _, set := range []bool{a.CommitInfo != nil, a.Protocol != nil, a.MetaData != nil, a.Add != nil, a.Remove != nil, a.Txn != nil} {
@@ -96,7 +96,7 @@ func ParseCommit(name string, data []byte) ([]Action, error) {
 			continue // an action this package does not know (cdc, domainMetadata, ...)
 		}
 		if err := a.check(); err != nil {
-			return nil, fmt.Errorf("%w: %s line %d: %v", ErrCorrupt, name, line, err)
+			return nil, fmt.Errorf("%w: %s line %d: %w", ErrCorrupt, name, line, err)
 		}
 		actions = append(actions, a)
 	}

@@ -186,8 +186,7 @@ func Open(dir string, opts ...Option) (*WAL, error) {
 		if w.active != nil {
 			w.active.Close()
 		}
-		unlock(lock)
-		return nil, fmt.Errorf("wal %s: %w", dir, err)
+		return nil, errors.Join(fmt.Errorf("wal %s: %w", dir, err), unlock(lock))
 	}
 	go w.writer()
 	return w, nil
@@ -597,7 +596,7 @@ func (w *WAL) writeGroup(group []*request) error {
 	if _, err := w.active.Write(buf); err != nil {
 		// A short write (a full disk, say) leaves a partial tail; cut it so the log stays appendable.
 		if terr := w.truncateActive(seg.size); terr != nil {
-			w.setFatal(fmt.Errorf("wal %s: write failed (%v) and the tail could not be cut: %w", w.dir, err, terr))
+			w.setFatal(fmt.Errorf("wal %s: write failed (%w) and the tail could not be cut: %w", w.dir, err, terr))
 		}
 		return fmt.Errorf("wal %s: write: %w", w.dir, err)
 	}
@@ -691,7 +690,7 @@ func replaySegment(ctx context.Context, path string, after, upTo uint64, fn func
 			if errors.Is(err, io.EOF) {
 				return false, nil
 			}
-			return false, fmt.Errorf("%w: segment %s at byte %d: %v", ErrCorrupt, name, off, err)
+			return false, fmt.Errorf("%w: segment %s at byte %d: %w", ErrCorrupt, name, off, err)
 		}
 		length := binary.LittleEndian.Uint32(head[0:4])
 		sum := binary.LittleEndian.Uint32(head[4:8])
@@ -704,13 +703,13 @@ func replaySegment(ctx context.Context, path string, after, upTo uint64, fn func
 		}
 		if seq <= after {
 			if _, err := r.Discard(int(length)); err != nil {
-				return false, fmt.Errorf("%w: segment %s at byte %d: %v", ErrCorrupt, name, off, err)
+				return false, fmt.Errorf("%w: segment %s at byte %d: %w", ErrCorrupt, name, off, err)
 			}
 		} else {
 			// A fresh buffer per record: fn may hand the bytes to code that keeps them.
 			payload := make([]byte, length)
 			if _, err := io.ReadFull(r, payload); err != nil {
-				return false, fmt.Errorf("%w: segment %s at byte %d: %v", ErrCorrupt, name, off, err)
+				return false, fmt.Errorf("%w: segment %s at byte %d: %w", ErrCorrupt, name, off, err)
 			}
 			if crc(head[8:16], payload) != sum {
 				return false, fmt.Errorf("%w: segment %s at byte %d: record %d checksum mismatch", ErrCorrupt, name, off, seq)
