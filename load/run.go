@@ -311,7 +311,7 @@ type fileRun struct {
 
 func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) error {
 	f := p.files[i]
-	src, err := readers.Open(ctx, f, p.readerOptions()...)
+	src, err := p.open(ctx, f)
 	if err != nil {
 		return p.fileFailed(i, err)
 	}
@@ -400,6 +400,41 @@ func (p *pipeline) fileFailed(i int, err error) error {
 		return p.quarantine.file(f)
 	}
 	return nil
+}
+
+// open opens a file under the stall watchdog: a decoder stuck while reading the metadata (a stalled
+// pipe, a hung network mount) fails the file after StallTimeout instead of hanging the load. The
+// stuck Open is abandoned; if it ever returns, its source is closed.
+func (p *pipeline) open(ctx context.Context, f readers.File) (readers.Source, error) {
+	type opened struct {
+		src readers.Source
+		err error
+	}
+	done := make(chan opened) // unbuffered: once abandoned, only the abandoned branch can proceed
+	abandoned := make(chan struct{})
+	go func() {
+		src, err := readers.Open(ctx, f, p.readerOptions()...)
+		select {
+		case done <- opened{src, err}:
+		case <-abandoned:
+			if src != nil {
+				src.Close()
+			}
+		}
+	}()
+	timer := time.NewTimer(p.cfg.StallTimeout)
+	defer timer.Stop()
+	select {
+	case o := <-done:
+		return o.src, o.err
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	close(abandoned)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("open: %w: no progress for %s", ErrStalled, p.cfg.StallTimeout)
 }
 
 func (p *pipeline) readerOptions() []readers.Option {

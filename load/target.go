@@ -79,9 +79,7 @@ func openEmbedded(ctx context.Context, cfg *Config, firstFile string, firstSchem
 	case err := <-served:
 		return nil, fmt.Errorf("embedded sink: %w", err)
 	case <-ctx.Done():
-		_ = srv.Shutdown(context.Background())
-		<-served
-		return nil, ctx.Err()
+		return nil, errors.Join(ctx.Err(), srv.Shutdown(context.Background()), <-served)
 	}
 	shutdown := func(ctx context.Context) error {
 		err := srv.Shutdown(ctx)

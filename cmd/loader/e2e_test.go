@@ -142,11 +142,6 @@ func (s *server) stop(t *testing.T) {
 	}
 }
 
-func (s *server) kill() {
-	_ = s.cmd.Process.Kill()
-	<-s.done
-}
-
 const tableName = "main.default.events"
 
 func writeParquetParts(t *testing.T, parts int, rowsPer int64) string {

@@ -45,7 +45,9 @@ It exits 1 when any file would fail to load.`,
 				}
 				return err
 			}
-			a.printPlan(cmd.Context(), rep)
+			if perr := a.printPlan(cmd.Context(), rep); perr != nil {
+				return perr
+			}
 			return err
 		},
 	}
@@ -55,7 +57,7 @@ It exits 1 when any file would fail to load.`,
 	return cmd
 }
 
-func (a *app) printPlan(_ context.Context, r *load.PlanReport) {
+func (a *app) printPlan(_ context.Context, r *load.PlanReport) error {
 	w := a.stdout
 	fmt.Fprintf(w, "table %s (columns from the %s)\n  %s\n\n", r.Table, r.TableFrom, r.Columns)
 	rows := groupDigits(r.Rows)
@@ -75,7 +77,9 @@ func (a *app) printPlan(_ context.Context, r *load.PlanReport) {
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%d units\t%s rows\t%s\t%s\n", f.Path, f.Format, f.Units, frows, humanBytes(f.Bytes), state)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	for i, s := range r.Schemas {
 		fmt.Fprintf(w, "\nschema %d of %d, %d files: %s\n", i+1, len(r.Schemas), len(s.Files), clip(strings.Join(s.Files, ", "), 200))
 		if len(s.Problems) > 0 {
@@ -89,7 +93,9 @@ func (a *app) printPlan(_ context.Context, r *load.PlanReport) {
 		for _, st := range s.Steps {
 			fmt.Fprintf(tw, "  %s\t%s\n", st.Column, st.Action)
 		}
-		tw.Flush()
+		if err := tw.Flush(); err != nil {
+			return err
+		}
 	}
 	var failing []load.PlanFile
 	for _, f := range r.Files {
@@ -108,6 +114,7 @@ func (a *app) printPlan(_ context.Context, r *load.PlanReport) {
 	} else {
 		fmt.Fprintf(w, "\nevery file can be loaded\n")
 	}
+	return nil
 }
 
 func clip(s string, n int) string {
