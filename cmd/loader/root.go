@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -63,6 +65,7 @@ type app struct {
 	stdout, stderr io.Writer
 	logLevel       string
 	logger         *slog.Logger
+	cpuProfile     string
 }
 
 // run executes the command line args. It never exits the process.
@@ -114,10 +117,26 @@ Loads run over parallel streams, track durable acknowledgements, and resume wher
 				return usagef("--log-level %q: want debug, info, warn or error", a.logLevel)
 			}
 			a.logger = slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+			if a.cpuProfile != "" {
+				f, err := os.Create(a.cpuProfile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+			}
 			return nil
+		},
+		PersistentPostRun: func(*cobra.Command, []string) {
+			if a.cpuProfile != "" {
+				pprof.StopCPUProfile()
+			}
 		},
 	}
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "log verbosity on stderr: debug, info, warn or error")
+	root.PersistentFlags().StringVar(&a.cpuProfile, "cpu-profile", "", "write a CPU profile of the command to this file")
+	_ = root.PersistentFlags().MarkHidden("cpu-profile")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SetVersionTemplate("loader {{.Version}}\n")
 	root.AddCommand(a.serveCommand(), a.tableCommand(), a.loadCommand(), a.planCommand(), a.generateCommand(), a.versionCommand())
