@@ -25,9 +25,13 @@ import (
 // TestCorpusLoadsLikeArrowGo loads every valid corpus file into a table created like it (as `loader
 // table create --like` does) through the embedded sink, reads the table back and compares it, value
 // by value and nulls included, with what arrow-go's plain readers read from the file, normalised by
-// fixture.Canonical (which does not use schemamatch, the code under test). Files with a column no
-// Delta type holds must be refused naming the column; files arrow-go cannot read must fail naming the
-// file.
+// fixture.Canonical (which does not use schemamatch, the code under test).
+//
+// Refusals by design are checked too: a column no Delta type holds must be refused naming the column
+// (the file's other columns are then loaded and compared, the rest going to a rescue column); column
+// names Delta cannot take (refusedNames) and values breaking their own declared type (refusedValues)
+// are refused naming them. Valid files arrow-go cannot read (corpus.KnownUnreadable) must fail naming
+// the file. The cleanup logs which files ended how.
 func TestCorpusLoadsLikeArrowGo(t *testing.T) {
 	files := corpus.Valid(t)
 	var (
