@@ -106,8 +106,8 @@ var lastPlan atomic.Pointer[tablePlan]
 
 // convert checks rec against the plan and, when build is set, returns its columns in the full storage
 // schema (omitted columns as nulls, decimal text as Decimal128, null lists and maps emptied of the
-// values they may span: see dropHiddenValues). The arrays are the caller's to
-// release. rec's schema must pass zerobus.ValidateSchema against p.schema.
+// values they may span: see dropHiddenValues). The arrays are the caller's to release. rec's schema
+// must pass zerobus.ValidateSchema against p.schema.
 func (p *tablePlan) convert(mem memory.Allocator, rec arrow.RecordBatch, build bool) ([]arrow.Array, error) {
 	var out []arrow.Array
 	if build {
