@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -53,7 +54,7 @@ func openEmbedded(ctx context.Context, cfg *Config, firstFile string, firstSchem
 			return nil, fmt.Errorf("table %s does not exist in warehouse %s: create it with `loader table create` or pass --create-table: %w",
 				cfg.Table, cfg.Warehouse, err)
 		}
-		tbl, err = createFromFirstFile(ctx, wh, cfg.Table, firstSchema)
+		tbl, err = createFromFirstFile(ctx, wh, cfg.Table, firstFile, firstSchema)
 		createdFrom = firstFile
 	}
 	if err != nil {
@@ -107,14 +108,17 @@ func openEmbedded(ctx context.Context, cfg *Config, firstFile string, firstSchem
 }
 
 func createFromFirstFile(ctx context.Context, wh *warehouse.Warehouse, name tableschema.TableName,
-	firstSchema func() (*arrow.Schema, error)) (*warehouse.Table, error) {
+	firstFile string, firstSchema func() (*arrow.Schema, error)) (*warehouse.Table, error) {
 	src, err := firstSchema()
 	if err != nil {
-		return nil, err
+		if !strings.Contains(err.Error(), firstFile) {
+			err = fmt.Errorf("%s: %w", firstFile, err)
+		}
+		return nil, fmt.Errorf("--create-table: %w", err)
 	}
 	schema, err := tableschema.FromArrow(src)
 	if err != nil {
-		return nil, fmt.Errorf("--create-table: %w", err)
+		return nil, fmt.Errorf("--create-table from %s: %w", firstFile, err)
 	}
 	tbl, err := wh.CreateTable(ctx, name, schema)
 	if errors.Is(err, warehouse.ErrTableExists) { // created by someone else meanwhile

@@ -24,12 +24,6 @@ const corpusTimeout = 60 * time.Second
 // decoder panic the loader recovers reads "decoder panic: ..." in an error naming the file instead.
 var crashDump = regexp.MustCompile(`(?m)^(panic: |fatal error: )|goroutine \d+ \[`)
 
-// createTableNamesFile says whether `load --create-table` names the file when the table schema it
-// derives from it is refused (a column without a Delta type, or a name Delta cannot take). It does
-// not yet: load/target.go's createFromFirstFile wraps tableschema's error (which names the column)
-// with "--create-table: " only. Until it does, those refusals are accepted without the file name.
-const createTableNamesFile = false
-
 // corpusSlots bounds the corpus cases running at once (each runs loader processes), whatever
 // -parallel says.
 var corpusSlots = make(chan struct{}, 4)
@@ -104,7 +98,7 @@ func TestCorpusBadFilesFailClearly(t *testing.T) {
 					t.Logf("%s: loaded: a valid file", variant)
 				case r.code != failed:
 					t.Errorf("%s: exit %d; want %d\nstderr: %s", variant, r.code, failed, r.stderr)
-				case !strings.Contains(r.stderr, path) && (createTableNamesFile || !strings.Contains(r.stderr, "loader: --create-table: ")):
+				case !strings.Contains(r.stderr, path):
 					t.Errorf("%s: stderr does not name %s:\n%s", variant, path, r.stderr)
 				}
 			}
