@@ -83,10 +83,15 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	stats, err := p.run(ctx)
-	if qerr := p.quarantine.close(); qerr != nil && err == nil {
+	sum := p.summary(stats, ctx.Err() == nil)
+	failed, qerr := p.failures()
+	sum.FailedFiles = failed
+	if qerr = errors.Join(qerr, p.quarantine.close()); qerr != nil && err == nil {
 		err = qerr
 	}
-	sum := p.summary(stats, ctx.Err() == nil)
+	if p.quarantine.used() {
+		sum.QuarantineDir = p.quarantine.dir
+	}
 	sum.Target, sum.Table = tgt.describe, cfg.Table.String()
 	if serr := m.Sync(); serr != nil && err == nil {
 		err = fmt.Errorf("manifest: %w", serr)
@@ -132,7 +137,7 @@ type pipeline struct {
 	quarantine *quarantine
 
 	failMu sync.Mutex
-	failed []FileFailure
+	failed []failure
 
 	started time.Time
 	elapsed time.Duration
@@ -258,16 +263,10 @@ func (p *pipeline) summary(stats flightclient.Stats, complete bool) *Summary {
 	if complete {
 		s.RowsRefused = max(0, s.RowsRead-s.Rows-s.RowsQuarantined)
 	}
-	if p.quarantine.used() {
-		s.QuarantineDir = p.quarantine.dir
-	}
 	if s.Seconds > 0 {
 		s.RowsPerSecond = float64(s.Rows) / s.Seconds
 		s.BytesPerSecond = float64(s.Bytes) / s.Seconds
 	}
-	p.failMu.Lock()
-	s.FailedFiles = append([]FileFailure(nil), p.failed...)
-	p.failMu.Unlock()
 	return s
 }
 
@@ -390,16 +389,34 @@ func (p *pipeline) fileFailed(i int, err error) error {
 	if p.cfg.OnError == OnErrorFail {
 		return err
 	}
-	// Frames of this file already sent may still be acknowledged: count them once the wire is done.
-	f := FileFailure{Path: path, Error: err.Error(), RowsLoaded: p.fileRows[i].Load()}
 	p.cfg.Logger.Warn("skipping file", "file", path, "err", err)
 	p.failMu.Lock()
-	p.failed = append(p.failed, f)
+	p.failed = append(p.failed, failure{file: i, err: err})
 	p.failMu.Unlock()
-	if p.cfg.OnError == OnErrorQuarantine {
-		return p.quarantine.file(f)
-	}
 	return nil
+}
+
+// failure is a file skipped by the error policy.
+type failure struct {
+	file int
+	err  error
+}
+
+// failures reports the skipped files once the wire is done, when the count of each file's rows
+// acknowledged before it failed is final, and writes them to the quarantine's files.ndjson.
+func (p *pipeline) failures() ([]FileFailure, error) {
+	p.failMu.Lock()
+	defer p.failMu.Unlock()
+	var out []FileFailure
+	var errs []error
+	for _, f := range p.failed {
+		ff := FileFailure{Path: p.files[f.file].Path, Error: f.err.Error(), RowsLoaded: p.fileRows[f.file].Load()}
+		out = append(out, ff)
+		if p.cfg.OnError == OnErrorQuarantine {
+			errs = append(errs, p.quarantine.file(ff))
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // open opens a file under the stall watchdog: a decoder stuck while reading the metadata (a stalled

@@ -168,8 +168,8 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 		}{s.Files, s.Rows, s.Bytes, s.Seconds, s.RowsPerSecond, s.BytesPerSecond, s.Streams, s.Retries,
 			s.SkippedUnits, s.VerifiedRows, s.RowsRead, s.RowsQuarantined, s.RowsRefused, len(s.FailedFiles), s.QuarantineDir})
 	}
-	fmt.Fprintf(a.stdout, "loaded %s rows (%.1f MB) from %d files into %s in %.1fs: %s rows/s, %.1f MB/s, %d streams, %d retries",
-		groupDigits(s.Rows), float64(s.Bytes)/1e6, s.Files, s.Table, s.Seconds, groupDigits(int64(s.RowsPerSecond)),
+	fmt.Fprintf(a.stdout, "loaded %s rows (%.1f MB) from %s into %s in %.1fs: %s rows/s, %.1f MB/s, %d streams, %d retries",
+		groupDigits(s.Rows), float64(s.Bytes)/1e6, plural(s.Files, "file"), s.Table, s.Seconds, groupDigits(int64(s.RowsPerSecond)),
 		s.BytesPerSecond/1e6, s.Streams, s.Retries)
 	if s.SkippedUnits > 0 {
 		fmt.Fprintf(a.stdout, ", %d units already loaded", s.SkippedUnits)
@@ -188,6 +188,13 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 		fmt.Fprintln(a.stdout, "not verified: the target cannot count rows")
 	}
 	return nil
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // showProgress renders p on stderr until the returned function is called: a live line on a terminal,
