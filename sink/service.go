@@ -305,6 +305,11 @@ func (svc *service) DoAction(a *flight.Action, stream flight.FlightService_DoAct
 		if perr != nil {
 			return status.Errorf(codes.InvalidArgument, "action %s: body: %v", a.GetType(), perr)
 		}
+		if svc.s.cfg.discard && a.GetType() != sinkapi.ActionDescribe {
+			// Nothing is stored, so nothing can be counted: clients treat Unimplemented as "this
+			// target cannot count" and skip verification instead of reporting a mismatch.
+			return status.Errorf(codes.Unimplemented, "action %s: the sink runs with --discard and stores nothing to count", a.GetType())
+		}
 		switch a.GetType() {
 		case sinkapi.ActionCount:
 			body, err = svc.s.count(ctx, name)
