@@ -227,6 +227,7 @@ func Open(ctx context.Context, f File, opts ...Option) (Source, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	RegisterParquetCodecs()
 	cfg := newConfig(opts)
 	if f.Format == FormatUnknown || f.Size == 0 && f.ModTime.IsZero() {
 		// A File built by hand: fill what Discover would have.

@@ -276,7 +276,7 @@ func TestServeLoadCountEveryDialect(t *testing.T) {
 	retries := int64(0)
 	for _, protocol := range protocols {
 		s := parseSummary(t, mustLoader(t, "load", "--table", "main.default."+protocol, "--endpoint", endpoint, "--token", "t2",
-			"--protocol", protocol, "--json", "--max-frame-bytes", "32KiB", data).stdout)
+			"--protocol", protocol, "--json", "--max-frame-bytes", "8KiB", "--streams", "2", data).stdout)
 		if s.Rows != 1000 || s.VerifiedRows == nil || *s.VerifiedRows != 1000 {
 			t.Errorf("%s: summary = %+v; want 1000 rows verified", protocol, s)
 		}
