@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow/util"
 )
 
 // Sizing factors. After a frame of k rows encoded to s bytes, the next guess is k*grow*limit/s rows;
@@ -126,7 +127,7 @@ func (e *Encoder) Encode(rec arrow.RecordBatch, span Span, emit func(*Frame) err
 
 	bpr := math.Float64frombits(e.bytesPerRow.Load())
 	if bpr <= 0 {
-		bpr = float64(estimateBytes(rec)) / float64(n)
+		bpr = float64(util.TotalRecordSize(rec)) / float64(n) // whole buffers: a slice over-counts, which only shrinks the first guess
 	}
 	k := rowsFitting(e.max, bpr, growFactor)
 	var off int64
@@ -169,29 +170,6 @@ func rowsFitting(limit int, bpr, factor float64) int64 {
 		return math.MaxInt64
 	}
 	return max(int64(r), 1)
-}
-
-// estimateBytes sums the buffer sizes of rec's columns: exact for unsliced columns, an overestimate for
-// slices of larger arrays, which only makes the first frame smaller than needed.
-func estimateBytes(rec arrow.RecordBatch) int64 {
-	var total int64
-	for _, col := range rec.Columns() {
-		total += dataBytes(col.Data())
-	}
-	return total
-}
-
-func dataBytes(d arrow.ArrayData) int64 {
-	var n int64
-	for _, b := range d.Buffers() {
-		if b != nil {
-			n += int64(b.Len())
-		}
-	}
-	for _, c := range d.Children() {
-		n += dataBytes(c)
-	}
-	return n
 }
 
 func (e *Encoder) getWriter() *frameWriter {

@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow/util"
 )
 
 // errTooLarge is the panic value of limitAllocator.
@@ -93,7 +93,7 @@ func sliceBatches(rec arrow.RecordBatch, batchBytes int64, fn func(arrow.RecordB
 	if n <= 1 {
 		return fn(rec)
 	}
-	size := recordBytes(rec)
+	size := util.TotalRecordSize(rec)
 	if size <= batchBytes {
 		return fn(rec)
 	}
@@ -108,33 +108,6 @@ func sliceBatches(rec arrow.RecordBatch, batchBytes int64, fn func(arrow.RecordB
 		}
 	}
 	return nil
-}
-
-// recordBytes is the size of a batch's buffers.
-func recordBytes(rec arrow.RecordBatch) int64 {
-	var total int64
-	for _, c := range rec.Columns() {
-		total += dataBytes(c.Data())
-	}
-	return total
-}
-
-func dataBytes(d arrow.ArrayData) int64 {
-	var total int64
-	for _, b := range d.Buffers() {
-		if b != nil {
-			total += int64(b.Len())
-		}
-	}
-	for _, c := range d.Children() {
-		total += dataBytes(c)
-	}
-	if d.DataType().ID() == arrow.DICTIONARY {
-		if dict := d.Dictionary(); dict != nil && dict.(*array.Data) != nil {
-			total += dataBytes(dict)
-		}
-	}
-	return total
 }
 
 // stepper runs decoder steps so that a cancelled context returns at once even when a decoder is

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow/util"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/metadata"
@@ -242,7 +243,7 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 			break
 		}
 		got += rec.NumRows()
-		if size := recordBytes(rec); size > 0 {
+		if size := util.TotalRecordSize(rec); size > 0 {
 			batch = max(1, min(rec.NumRows()*s.cfg.batchBytes/size, 8*s.cfg.batchBytes, 2*batch+1024))
 		}
 		err = fn(rec)

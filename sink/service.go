@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/util"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -171,7 +172,7 @@ func (svc *service) DoGet(tkt *flight.Ticket, stream flight.FlightService_DoGetS
 		if n == 0 {
 			return nil
 		}
-		per := max(int64(1), int64(float64(n)*doGetMessageBytes/float64(max(recordBytes(rec), 1))))
+		per := max(int64(1), int64(float64(n)*doGetMessageBytes/float64(max(util.TotalRecordSize(rec), 1))))
 		for off := int64(0); off < n; off += per {
 			part := rec.NewSlice(off, min(off+per, n))
 			err := w.Write(part)
@@ -374,24 +375,4 @@ func (svc *service) describe(ctx context.Context, name tableschema.TableName) (s
 		Columns:     snap.Schema.SQL(),
 		DeltaSchema: snap.Schema.DeltaJSON(),
 	}, nil
-}
-
-// recordBytes is the size of the buffers behind rec (shared buffers count once per use).
-func recordBytes(rec arrow.RecordBatch) int64 {
-	var n int64
-	var walk func(d arrow.ArrayData)
-	walk = func(d arrow.ArrayData) {
-		for _, b := range d.Buffers() {
-			if b != nil {
-				n += int64(b.Len())
-			}
-		}
-		for _, c := range d.Children() {
-			walk(c)
-		}
-	}
-	for _, c := range rec.Columns() {
-		walk(c.Data())
-	}
-	return n
 }

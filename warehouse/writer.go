@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow/util"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
@@ -170,7 +171,7 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 	}
 	defer srec.Release()
 
-	if err := w.writeStorage(srec, recordBytes(rec)); err != nil {
+	if err := w.writeStorage(srec, util.TotalRecordSize(rec)); err != nil {
 		w.err = err
 		return fmt.Errorf("warehouse: table %s: write: %w", w.t.name, err)
 	}
@@ -321,29 +322,6 @@ func (w *Writer) releaseNulls() {
 		a.Release()
 	}
 	w.nullCols = nil
-}
-
-// recordBytes estimates a batch's size: the bytes of the buffers its columns use (the whole buffers,
-// so slices of a shared buffer are over-counted).
-func recordBytes(rec arrow.RecordBatch) int64 {
-	var n int64
-	for _, c := range rec.Columns() {
-		n += dataBytes(c.Data())
-	}
-	return n
-}
-
-func dataBytes(d arrow.ArrayData) int64 {
-	var n int64
-	for _, b := range d.Buffers() {
-		if b != nil {
-			n += int64(b.Len())
-		}
-	}
-	for _, c := range d.Children() {
-		n += dataBytes(c)
-	}
-	return n
 }
 
 // parquetProps returns the Parquet writer properties for the plan's data files: snappy, decimals as
