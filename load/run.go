@@ -419,39 +419,17 @@ func (p *pipeline) failures() ([]FileFailure, error) {
 	return out, errors.Join(errs...)
 }
 
-// open opens a file under the stall watchdog: a decoder stuck while reading the metadata (a stalled
-// pipe, a hung network mount) fails the file after StallTimeout instead of hanging the load. The
-// stuck Open is abandoned; if it ever returns, its source is closed.
+// open opens a file under the stall watchdog: a read stuck in the metadata (a stalled pipe, a hung
+// mount) fails the file after StallTimeout instead of hanging the load; readers.Open returns when its
+// context ends.
 func (p *pipeline) open(ctx context.Context, f readers.File) (readers.Source, error) {
-	type opened struct {
-		src readers.Source
-		err error
+	octx, cancel := context.WithTimeoutCause(ctx, p.cfg.StallTimeout, ErrStalled)
+	defer cancel()
+	src, err := readers.Open(octx, f, p.readerOptions()...)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(octx), ErrStalled) {
+		return nil, fmt.Errorf("open: %w: no progress for %s", ErrStalled, p.cfg.StallTimeout)
 	}
-	done := make(chan opened) // unbuffered: once abandoned, only the abandoned branch can proceed
-	abandoned := make(chan struct{})
-	go func() {
-		src, err := readers.Open(ctx, f, p.readerOptions()...)
-		select {
-		case done <- opened{src, err}:
-		case <-abandoned:
-			if src != nil {
-				src.Close()
-			}
-		}
-	}()
-	timer := time.NewTimer(p.cfg.StallTimeout)
-	defer timer.Stop()
-	select {
-	case o := <-done:
-		return o.src, o.err
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-	close(abandoned)
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return nil, fmt.Errorf("open: %w: no progress for %s", ErrStalled, p.cfg.StallTimeout)
+	return src, err
 }
 
 func (p *pipeline) readerOptions() []readers.Option {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -222,11 +223,37 @@ func (c *config) parquetParallel(cols int) int {
 // withDecodeHook is for tests that count the column decodes in flight.
 func withDecodeHook(fn func(start bool)) Option { return func(c *config) { c.decodeHook = fn } }
 
-// Open opens a file for reading. It reads only the metadata it needs to list units.
+// Open opens a file for reading. It reads only the metadata it needs to list units. Like ReadUnit it
+// returns as soon as ctx ends, even when the read is stuck (a stalled pipe or mount); the stuck open is
+// abandoned and its source closed when it finishes.
 func Open(ctx context.Context, f File, opts ...Option) (Source, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	var (
+		st  stepper
+		src Source
+	)
+	err := st.run(ctx, func() error {
+		var err error
+		src, err = open(ctx, f, opts)
+		return err
+	})
+	if err != nil {
+		st.finish(func() {
+			if src != nil {
+				src.Close()
+			}
+		})
+		if errors.Is(err, ErrCorrupt) && !strings.Contains(err.Error(), f.Path) {
+			err = fmt.Errorf("%s: %w", f.Path, err) // a recovered panic
+		}
+		return nil, err
+	}
+	return src, nil
+}
+
+func open(ctx context.Context, f File, opts []Option) (Source, error) {
 	RegisterParquetCodecs()
 	cfg := newConfig(opts)
 	if f.Format == FormatUnknown || f.Size == 0 && f.ModTime.IsZero() {
