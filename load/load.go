@@ -175,7 +175,9 @@ func (c *Config) applyDefaults() error {
 	return nil
 }
 
-// Summary is the outcome of a load; its JSON form is the contract of `loader load --json`.
+// Summary is the outcome of a load; its JSON form is the contract of `loader load --json`: the keys
+// files, rows, bytes, seconds, rows_per_second, bytes_per_second, streams, retries, skipped_units and
+// verified_rows are agreed and must not change; the others may grow.
 type Summary struct {
 	Files          int     `json:"files"`
 	Rows           int64   `json:"rows"`

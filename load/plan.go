@@ -63,8 +63,7 @@ func Plan(ctx context.Context, cfg Config) (*PlanReport, error) {
 	if err := cfg.applyDefaults(); err != nil {
 		return nil, err
 	}
-	files, err := readers.Discover(ctx, cfg.Sources, readers.WithInclude(cfg.Include...),
-		readers.WithExclude(cfg.Exclude...), readers.WithDiscoverLogger(cfg.Logger))
+	files, err := discover(ctx, &cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -137,12 +136,11 @@ func (p *pipeline) planFile(ctx context.Context, f readers.File, rep *PlanReport
 // planTable finds the table's schema as a load would, without starting the embedded sink.
 func planTable(ctx context.Context, cfg *Config, first readers.File) (*tableschema.Schema, string, error) {
 	fromFirst := func() (*tableschema.Schema, string, error) {
-		src, err := readers.Open(ctx, first, readers.WithCSV(cfg.CSV))
+		src, err := schemaOf(ctx, cfg, first)
 		if err != nil {
 			return nil, "", err
 		}
-		defer src.Close()
-		s, err := tableschema.FromArrow(src.Schema())
+		s, err := tableschema.FromArrow(src)
 		return s, "first file", err
 	}
 	if cfg.Endpoint != "" {

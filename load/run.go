@@ -31,19 +31,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := cfg.applyDefaults(); err != nil {
 		return nil, err
 	}
-	files, err := readers.Discover(ctx, cfg.Sources, readers.WithInclude(cfg.Include...),
-		readers.WithExclude(cfg.Exclude...), readers.WithDiscoverLogger(cfg.Logger))
+	files, err := discover(ctx, &cfg)
 	if err != nil {
 		return nil, err
 	}
-	firstSchema := func() (*arrow.Schema, error) {
-		src, err := readers.Open(ctx, files[0], readers.WithCSV(cfg.CSV))
-		if err != nil {
-			return nil, err
-		}
-		defer src.Close()
-		return src.Schema(), nil
-	}
+	firstSchema := func() (*arrow.Schema, error) { return schemaOf(ctx, &cfg, files[0]) }
 	var tgt *target
 	if cfg.Endpoint == "" {
 		tgt, err = openEmbedded(ctx, &cfg, files[0].Path, firstSchema)
@@ -116,6 +108,23 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	return sum, nil
 }
 
+// discover finds the sources' files with the configured filters.
+func discover(ctx context.Context, cfg *Config) ([]readers.File, error) {
+	return readers.Discover(ctx, cfg.Sources, readers.WithInclude(cfg.Include...),
+		readers.WithExclude(cfg.Exclude...), readers.WithDiscoverLogger(cfg.Logger))
+}
+
+// schemaOf reads a file's Arrow schema, for --create-table and for targets that cannot describe their
+// tables.
+func schemaOf(ctx context.Context, cfg *Config, f readers.File) (*arrow.Schema, error) {
+	src, err := readers.Open(ctx, f, readers.WithCSV(cfg.CSV))
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	return src.Schema(), nil
+}
+
 // pipeline is one run's moving parts.
 type pipeline struct {
 	cfg    *Config
@@ -139,7 +148,6 @@ type pipeline struct {
 	failMu sync.Mutex
 	failed []failure
 
-	started time.Time
 	elapsed time.Duration
 }
 
@@ -178,9 +186,9 @@ func (p *pipeline) run(ctx context.Context) (flightclient.Stats, error) {
 	prodCtx, cancelProd := context.WithCancel(ctx)
 	defer cancelProd()
 
-	p.started = time.Now()
-	p.cfg.Progress.started.Store(p.started.UnixNano())
-	defer func() { p.elapsed = time.Since(p.started) }()
+	start := time.Now()
+	p.cfg.Progress.started.Store(start.UnixNano())
+	defer func() { p.elapsed = time.Since(start) }()
 
 	// After an interrupt, give the wire drainGrace to collect acknowledgements, then cut it.
 	stopGrace := context.AfterFunc(ctx, func() {

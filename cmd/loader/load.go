@@ -67,7 +67,7 @@ At the end, where the target can count rows, the table's growth is compared with
 acknowledged, and a mismatch fails the load. --json prints one object on stdout with the keys files,
 rows, bytes, seconds, rows_per_second, bytes_per_second, streams, retries, skipped_units and
 verified_rows (null when the target cannot count), plus rows_read, rows_quarantined, rows_refused
-and failed_files. bytes are Arrow IPC bytes acknowledged.`,
+and failed_files (a list, present when files failed). bytes are Arrow IPC bytes acknowledged.`,
 		Example: `  loader load --table main.default.events --create-table ./data/
   loader load --table main.default.events --limit 100 'data/**/*.parquet'
   loader load --table main.default.events --endpoint grpc://127.0.0.1:8815 --streams 4 data/
@@ -148,25 +148,7 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 		fmt.Fprintf(a.stderr, "failed: %s%s\n", f.Error, loaded)
 	}
 	if asJSON {
-		enc := json.NewEncoder(a.stdout)
-		return enc.Encode(struct {
-			Files          int     `json:"files"`
-			Rows           int64   `json:"rows"`
-			Bytes          int64   `json:"bytes"`
-			Seconds        float64 `json:"seconds"`
-			RowsPerSecond  float64 `json:"rows_per_second"`
-			BytesPerSecond float64 `json:"bytes_per_second"`
-			Streams        int     `json:"streams"`
-			Retries        int64   `json:"retries"`
-			SkippedUnits   int64   `json:"skipped_units"`
-			VerifiedRows   *int64  `json:"verified_rows"`
-			RowsRead       int64   `json:"rows_read"`
-			Quarantined    int64   `json:"rows_quarantined"`
-			Refused        int64   `json:"rows_refused"`
-			FailedFiles    int     `json:"failed_files"`
-			QuarantineDir  string  `json:"quarantine_dir,omitempty"`
-		}{s.Files, s.Rows, s.Bytes, s.Seconds, s.RowsPerSecond, s.BytesPerSecond, s.Streams, s.Retries,
-			s.SkippedUnits, s.VerifiedRows, s.RowsRead, s.RowsQuarantined, s.RowsRefused, len(s.FailedFiles), s.QuarantineDir})
+		return json.NewEncoder(a.stdout).Encode(s) // load.Summary's JSON is the --json contract
 	}
 	fmt.Fprintf(a.stdout, "loaded %s rows (%.1f MB) from %s into %s in %.1fs: %s rows/s, %.1f MB/s, %d streams, %d retries",
 		groupDigits(s.Rows), float64(s.Bytes)/1e6, plural(s.Files, "file"), s.Table, s.Seconds, groupDigits(int64(s.RowsPerSecond)),
