@@ -1,9 +1,8 @@
 package delta
 
 import (
-	"encoding/json"
 	"fmt"
-	"strings"
+	"slices"
 )
 
 // Action is one line of a commit file: exactly one of its fields is set.
@@ -42,16 +41,7 @@ func ProtocolFor(usesTimestampNTZ bool) Protocol {
 
 // HasFeature reports whether the protocol lists the feature for both readers and writers.
 func (p Protocol) HasFeature(name string) bool {
-	return contains(p.ReaderFeatures, name) && contains(p.WriterFeatures, name)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(p.ReaderFeatures, name) && slices.Contains(p.WriterFeatures, name)
 }
 
 // Format is metaData.format.
@@ -132,15 +122,6 @@ type Stats struct {
 	MinValues  map[string]any `json:"minValues,omitempty"`
 	MaxValues  map[string]any `json:"maxValues,omitempty"`
 	NullCount  map[string]any `json:"nullCount,omitempty"`
-}
-
-// ParseStats parses an add action's stats string.
-func ParseStats(s string) (Stats, error) {
-	var st Stats
-	d := json.NewDecoder(strings.NewReader(s))
-	d.UseNumber()
-	err := d.Decode(&st)
-	return st, err
 }
 
 // Features this package can honour.

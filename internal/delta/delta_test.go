@@ -2,8 +2,10 @@ package delta_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,14 +21,6 @@ func TestVersionFileName(t *testing.T) {
 	for _, tt := range tests {
 		if got := delta.VersionFileName(tt.v); got != tt.name {
 			t.Errorf("VersionFileName(%d) = %s; want %s", tt.v, got, tt.name)
-		}
-		if v, ok := delta.ParseVersionFileName(tt.name); !ok || v != tt.v {
-			t.Errorf("ParseVersionFileName(%s) = %d, %t; want %d", tt.name, v, ok, tt.v)
-		}
-	}
-	for _, bad := range []string{"0.json", "0000000000000000000a.json", "00000000000000000001.crc", "-0000000000000000001.json", "00000000000000000001.checkpoint.parquet"} {
-		if _, ok := delta.ParseVersionFileName(bad); ok {
-			t.Errorf("ParseVersionFileName(%s) ok; want not a version file", bad)
 		}
 	}
 }
@@ -96,13 +90,33 @@ func TestStateReplay(t *testing.T) {
 	if s.Version != 2 || s.NumRecords != 6 || s.FilesWithoutStats != 1 || s.Txns["w"] != 2 {
 		t.Errorf("state = version %d, %d records, %d without stats, txns %v", s.Version, s.NumRecords, s.FilesWithoutStats, s.Txns)
 	}
-	// Clone is independent.
-	c := s.Clone()
-	if err := c.Apply([]delta.Action{{Remove: &delta.Remove{Path: "b"}}}); err != nil {
-		t.Fatal(err)
+	// Many removes compact the file list; the index still finds every live file afterwards.
+	var adds, removes []delta.Action
+	for i := range 200 {
+		adds = append(adds, delta.Action{Add: &delta.Add{Path: fmt.Sprintf("f%03d", i), Stats: `{"numRecords":1}`}})
+		if i%10 != 0 {
+			removes = append(removes, delta.Action{Remove: &delta.Remove{Path: fmt.Sprintf("f%03d", i)}})
+		}
 	}
-	if s.NumFiles() != 2 || c.NumFiles() != 1 {
-		t.Errorf("NumFiles() = %d and clone %d; want 2 and 1", s.NumFiles(), c.NumFiles())
+	removes = append(removes, delta.Action{Remove: &delta.Remove{Path: "c"}})
+	for _, v := range [][]delta.Action{adds, removes, {{Remove: &delta.Remove{Path: "f050"}}}} {
+		if err := s.Apply(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var live []string
+	for _, f := range s.Files() {
+		live = append(live, f.Path)
+	}
+	want := []string{"b"}
+	for i := 0; i < 200; i += 10 {
+		if i != 50 {
+			want = append(want, fmt.Sprintf("f%03d", i))
+		}
+	}
+	if !slices.Equal(live, want) || s.NumRecords != 6+19 || s.FilesWithoutStats != 0 || s.Version != 5 {
+		t.Errorf("after compaction: files %v, %d records, %d without stats, version %d; want %v, 25, 0, 5",
+			live, s.NumRecords, s.FilesWithoutStats, s.Version, want)
 	}
 	// A first version without protocol and metaData is refused.
 	if err := delta.NewState().Apply(nil); !errors.Is(err, delta.ErrCorrupt) {

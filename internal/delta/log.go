@@ -8,8 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"github.com/google/uuid"
 )
@@ -33,18 +31,6 @@ var (
 // VersionFileName returns the name of a commit file: the version as 20 digits plus ".json".
 func VersionFileName(version int64) string {
 	return fmt.Sprintf("%020d.json", version)
-}
-
-// ParseVersionFileName returns the version of a commit file name, or false if name is not one.
-func ParseVersionFileName(name string) (int64, bool) {
-	if len(name) != 25 || !strings.HasSuffix(name, ".json") {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(name[:20], 10, 64)
-	if err != nil || v < 0 {
-		return 0, false
-	}
-	return v, true
 }
 
 // ReadVersion reads and parses one commit file. A missing file gives an error wrapping fs.ErrNotExist;

@@ -5,20 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 )
 
 // File is a live data file of a table state.
 type File struct {
-	Path             string // as written in the add action (a URI-encoded relative path)
-	Size             int64
-	ModificationTime int64
+	Path string // as written in the add action (a URI-encoded relative path)
+	Size int64
 	// NumRecords is the add's stats numRecords, or -1 when the add has no stats.
 	NumRecords int64
 }
 
-// State is the replayed state of a table's log at one version. The zero value is the state before
-// version 0 (Version -1 once initialised with NewState).
+// State is the replayed state of a table's log at one version. Make one with NewState (the zero
+// value has no maps and cannot apply actions).
 type State struct {
 	Version  int64
 	Protocol *Protocol
@@ -39,15 +37,6 @@ func NewState() *State {
 	return &State{Version: -1, Txns: map[string]int64{}, index: map[string]int{}}
 }
 
-// Clone returns a deep copy of s.
-func (s *State) Clone() *State {
-	c := *s
-	c.Txns = maps.Clone(s.Txns)
-	c.index = maps.Clone(s.index)
-	c.files = append([]File(nil), s.files...)
-	return &c
-}
-
 // Files returns the live files in the order they were added. The slice is the caller's.
 func (s *State) Files() []File {
 	out := make([]File, 0, len(s.files)-s.dead)
@@ -58,9 +47,6 @@ func (s *State) Files() []File {
 	}
 	return out
 }
-
-// NumFiles returns the number of live files.
-func (s *State) NumFiles() int { return len(s.files) - s.dead }
 
 // Apply applies the actions of version s.Version+1. The first version applied must hold protocol and
 // metaData.
@@ -101,7 +87,7 @@ func (s *State) Apply(actions []Action) error {
 }
 
 func (s *State) add(a *Add) {
-	f := File{Path: a.Path, Size: a.Size, ModificationTime: a.ModificationTime, NumRecords: -1}
+	f := File{Path: a.Path, Size: a.Size, NumRecords: -1}
 	if a.Stats != "" {
 		var st struct {
 			NumRecords *int64 `json:"numRecords"`
