@@ -132,7 +132,7 @@ func (c *Config) applyDefaults() error {
 		c.Streams = 1
 	}
 	if c.Connections <= 0 {
-		c.Connections = 1
+		c.Connections = min(c.Streams, 8) // one HTTP/2 connection per stream, up to a point: one connection is a bottleneck
 	}
 	if c.Decoders <= 0 {
 		c.Decoders = runtime.GOMAXPROCS(0) // one decoder per core keeps the CPUs busy without oversubscribing

@@ -142,6 +142,7 @@ type pipeline struct {
 
 	remaining atomic.Int64 // rows left under --limit; unused without it
 
+	inflight   atomic.Int64   // frame bytes handed to the wire and not yet acknowledged
 	fileRows   []atomic.Int64 // rows acknowledged per file
 	quarantine *quarantine
 
@@ -247,6 +248,7 @@ func (p *pipeline) acked(f *partitioner.Frame) {
 	if err := p.m.Ack(p.ids[f.Span.File], f.Span.Unit, manifest.Range{From: f.Span.Row, To: f.Span.Row + f.Rows}); err != nil {
 		p.cfg.Logger.Warn("manifest", "err", err) // the rows are loaded; a re-run may send them again
 	}
+	p.inflight.Add(-int64(f.Size()))
 	p.budget.Release(int64(f.Size()))
 	p.fileRows[f.Span.File].Add(f.Rows)
 	p.cfg.Progress.Rows.Add(f.Rows)
@@ -305,15 +307,22 @@ func (p *pipeline) produce(ctx context.Context) error {
 	return errors.Join(schedErr, err)
 }
 
-// fileRun tracks one open file while its units are read.
+// fileRun tracks one open file while its units are read. The file is closed when its last unit
+// ends (or is never started because the load is stopping).
 type fileRun struct {
 	idx     int
 	src     readers.Source
 	plan    *schemamatch.Plan
-	pending atomic.Int64 // units not yet finished
-	ctx     context.Context
-	cancel  context.CancelFunc
+	pending atomic.Int64       // units not yet finished
+	cancel  context.CancelFunc // stops the file's other units when one fails
 	failed  atomic.Bool
+}
+
+// unitDone counts n units of the file as finished and closes the file after the last.
+func (p *pipeline) unitDone(fr *fileRun, n int64) {
+	if fr.pending.Add(-n) == 0 {
+		p.finishFile(fr)
+	}
 }
 
 func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) error {
@@ -331,7 +340,7 @@ func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) e
 		return p.fileFailed(i, err)
 	}
 	fctx, cancel := context.WithCancel(ctx)
-	fr := &fileRun{idx: i, src: src, plan: plan, ctx: fctx, cancel: cancel}
+	fr := &fileRun{idx: i, src: src, plan: plan, cancel: cancel}
 	var todo []readers.Unit
 	for _, u := range src.Units() {
 		if p.m.UnitDone(p.ids[i], u.Index) {
@@ -346,17 +355,17 @@ func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) e
 		return nil
 	}
 	fr.pending.Store(int64(len(todo)))
-	for _, u := range todo {
+	for k, u := range todo {
+		if ctx.Err() != nil { // stopping: the units not started still count down, so the file closes
+			p.unitDone(fr, int64(len(todo)-k))
+			break
+		}
 		g.Go(func() error {
-			defer func() {
-				if fr.pending.Add(-1) == 0 {
-					p.finishFile(fr)
-				}
-			}()
+			defer p.unitDone(fr, 1)
 			if fr.failed.Load() {
 				return nil
 			}
-			err := p.readUnit(fr, u)
+			err := p.readUnit(fctx, fr, u)
 			switch {
 			case err == nil || errors.Is(err, errLimit):
 				return err
@@ -369,9 +378,6 @@ func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) e
 			}
 			return nil
 		})
-		if ctx.Err() != nil {
-			break
-		}
 	}
 	return nil
 }
@@ -493,8 +499,8 @@ func (p *pipeline) planOptions(source string) []schemamatch.Option {
 // readUnit decodes one unit, skipping rows the manifest says are acknowledged already, and hands its
 // frames to the wire. A watchdog stops the unit when its decoder makes no progress for StallTimeout;
 // time spent in the callback (casting, encoding, waiting for the target) does not count.
-func (p *pipeline) readUnit(fr *fileRun, u readers.Unit) error {
-	ctx, cancel := context.WithCancelCause(fr.ctx)
+func (p *pipeline) readUnit(fctx context.Context, fr *fileRun, u readers.Unit) error {
+	ctx, cancel := context.WithCancelCause(fctx)
 	defer cancel(nil)
 	watchdog := time.AfterFunc(p.cfg.StallTimeout, func() { cancel(ErrStalled) })
 	defer watchdog.Stop()
@@ -550,15 +556,18 @@ func (p *pipeline) send(ctx context.Context, fr *fileRun, unit int, rec arrow.Re
 	}
 	defer out.Release()
 	return p.enc.Encode(out, partitioner.Span{File: fr.idx, Unit: unit, Row: r.From}, func(f *partitioner.Frame) error {
-		if err := p.budget.Acquire(ctx, int64(f.Size())); err != nil {
+		size := int64(f.Size())
+		if err := p.budget.Acquire(ctx, size); err != nil {
 			return err
 		}
-		p.notePeak(p.budget.InUse())
+		// Counted apart from the budget, so InFlightPeak checks the budget rather than echoing it.
+		p.notePeak(p.inflight.Add(size))
 		select {
 		case p.frames <- f:
 			return nil
 		case <-ctx.Done():
-			p.budget.Release(int64(f.Size()))
+			p.inflight.Add(-size)
+			p.budget.Release(size)
 			return ctx.Err()
 		}
 	})

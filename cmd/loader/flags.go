@@ -122,10 +122,7 @@ func (f *inputFlags) apply(cfg *load.Config) error {
 		}
 	}
 	opt.TimestampFormat, opt.DateFormat = goLayout(f.timestampFormat), goLayout(f.dateFormat)
-	if err := opt.Check(); err != nil {
-		return usageError{err}
-	}
-	cfg.CSV = opt
+	cfg.CSV = opt // load checks the dialect (an invalid one is ErrConfig: exit 2)
 	if cfg.SchemaMode, err = schemamatch.ParseMode(f.schemaMode); err != nil {
 		return usageError{err}
 	}

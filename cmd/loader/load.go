@@ -119,9 +119,6 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 			return err
 		}
 	}
-	if cfg.Connections == 0 {
-		cfg.Connections = min(max(f.streams, 1), 8) // one HTTP/2 connection per stream, up to a point
-	}
 	stopProgress := func() {}
 	if !f.quiet {
 		stopProgress = a.showProgress(cfg.Progress, f.progressEvery)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -48,7 +49,7 @@ func (a *app) tableCreateCommand() *cobra.Command {
 The columns are either given in Databricks SQL with --columns, using TINYINT, SMALLINT, INT, BIGINT,
 FLOAT, DOUBLE, BOOLEAN, STRING, BINARY, DATE, TIMESTAMP, TIMESTAMP_NTZ, DECIMAL(p,s), ARRAY<t>,
 MAP<k,v>, STRUCT<a: t, ...> and NOT NULL, or derived with --like from a Parquet, CSV or Arrow IPC
-file using the canonical Arrow-to-Delta mapping (see ` + "`loader table create --help`" + ` in the README).`,
+file using the canonical Arrow-to-Delta mapping (the README's "Types" section lists it).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, err := tableNameArg(args)
 			if err != nil {
@@ -224,7 +225,7 @@ committed rows and the rows acknowledged but not yet committed.`,
 	}
 	cmd.Flags().StringVar(&dir, "warehouse", "warehouse", "warehouse directory")
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "count on a running sink at this URL instead")
-	cmd.Flags().StringVar(&token, "token", "", "bearer token for --endpoint")
+	cmd.Flags().StringVar(&token, "token", os.Getenv("LOADER_TOKEN"), "bearer token for --endpoint (default $LOADER_TOKEN)")
 	cmd.Flags().StringVar(&protocol, "protocol", string(flightclient.Zerobus), "dialect of --endpoint")
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"table","committed","acknowledged"}: acknowledged counts rows durable but not yet committed`)
 	return cmd
@@ -247,7 +248,11 @@ func countRemote(ctx context.Context, endpoint, protocol, token string, name tab
 	if token != "" {
 		opts = append(opts, flightclient.WithToken(token))
 	}
-	c, err := flightclient.New(endpoint, flightclient.Dialect(strings.ToLower(protocol)), opts...)
+	dialect, err := flightclient.ParseDialect(strings.ToLower(protocol))
+	if err != nil {
+		return 0, 0, usageError{err}
+	}
+	c, err := flightclient.New(endpoint, dialect, opts...)
 	if err != nil {
 		return 0, 0, usageError{err}
 	}
