@@ -10,12 +10,9 @@ import (
 // ErrNoDeltaType is the base of errors for Arrow types no Delta column can hold without loss.
 var ErrNoDeltaType = errors.New("no Delta type")
 
-// Canonical names of nested Arrow children, as Zerobus expects them. arrow-go always names map
-// children "key" and "value" (it renames them when it reads IPC), so those are the names we use.
-const (
-	ListItemName   = "item"
-	MapEntriesName = "entries"
-)
+// ListItemName is the canonical name of a list's element field, as Zerobus expects it. (Map children
+// are "entries", "key" and "value": arrow-go always names them so, renaming them when it reads IPC.)
+const ListItemName = "item"
 
 // Arrow returns the canonical Arrow schema of the table (see the package comment).
 func (s *Schema) Arrow() *arrow.Schema {

@@ -41,20 +41,6 @@ func ParseColumns(s string) (*Schema, error) {
 	return sch, nil
 }
 
-// ParseType parses one Databricks SQL type, such as "DECIMAL(10,2)" or "ARRAY<STRUCT<a: INT>>".
-func ParseType(s string) (Type, error) {
-	p := &parser{src: s}
-	p.next()
-	t, err := p.typ()
-	if err != nil {
-		return Type{}, err
-	}
-	if p.tok != "" {
-		return Type{}, p.errorf("unexpected %q after type", p.tok)
-	}
-	return t, nil
-}
-
 type parser struct {
 	src    string
 	pos    int // byte offset after tok

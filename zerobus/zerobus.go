@@ -23,14 +23,10 @@ const (
 	HeaderAuthorization = "authorization"
 )
 
-// Sizes from the reference, section 4.
-const (
-	// MaxMessageBytes is the server's limit on one gRPC message ("10MB"). We read it as 10 MiB, the
-	// larger reading, and keep client frames far below it.
-	MaxMessageBytes = 10 << 20
-	// TargetFrameBytes is the frame size the official SDKs split batches to.
-	TargetFrameBytes = 2 << 20
-)
+// MaxMessageBytes is the server's limit on one gRPC message ("10MB", reference section 4). We read it
+// as 10 MiB, the larger reading; clients keep frames far below it (the SDKs split at 2 MiB, as
+// partitioner.DefaultMaxFrameBytes does).
+const MaxMessageBytes = 10 << 20
 
 // ReadyOffset is the ack_up_to_offset of the READY message that ends a successful setup.
 const ReadyOffset = -1
