@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow/util"
 	"go.uber.org/goleak"
 
 	"github.com/loaderproject/loader/partitioner"
@@ -520,10 +521,7 @@ func BenchmarkEncode(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				var raw int64
-				for _, col := range rec.Columns() {
-					raw += int64(arrowSize(col.Data()))
-				}
+				raw := util.TotalRecordSize(rec)
 				b.SetBytes(raw)
 				b.ReportAllocs()
 				var out int64
@@ -540,17 +538,4 @@ func BenchmarkEncode(b *testing.B) {
 			})
 		}
 	}
-}
-
-func arrowSize(d arrow.ArrayData) int {
-	n := 0
-	for _, buf := range d.Buffers() {
-		if buf != nil {
-			n += buf.Len()
-		}
-	}
-	for _, c := range d.Children() {
-		n += arrowSize(c)
-	}
-	return n
 }
