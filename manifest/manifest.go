@@ -165,13 +165,10 @@ func (m *Manifest) load() error {
 	}
 	if good == 0 {
 		// New (or only a torn header): start with a header.
-		if err := f.Truncate(0); err != nil {
-			return fmt.Errorf("manifest %s: %w", m.path, err)
+		if err := truncateToHeader(f); err != nil {
+			return fmt.Errorf("manifest %s: write header: %w", m.path, err)
 		}
-		if _, err := f.WriteAt(headerLine(), 0); err != nil {
-			return fmt.Errorf("manifest %s: write: %w", m.path, err)
-		}
-		if err := syncFileAndDir(f, m.path); err != nil {
+		if err := syncDir(m.path); err != nil {
 			return err
 		}
 		good = int64(len(headerLine()))
@@ -195,6 +192,20 @@ func (m *Manifest) load() error {
 }
 
 func headerLine() []byte { return []byte(`{"manifest":` + strconv.Itoa(formatVersion) + "}\n") }
+
+// truncateToHeader empties f down to the header line, durably, and leaves its offset at the end.
+func truncateToHeader(f *os.File) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(headerLine(), 0); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		return err
+	}
+	return f.Sync()
+}
 
 // record is any manifest line.
 type record struct {
@@ -492,17 +503,8 @@ func (m *Manifest) Reset() error {
 		return err
 	}
 	m.w.Reset(m.f)
-	if err := m.f.Truncate(0); err != nil {
+	if err := truncateToHeader(m.f); err != nil {
 		return m.fail(fmt.Errorf("manifest %s: reset: %w", m.path, err))
-	}
-	if _, err := m.f.WriteAt(headerLine(), 0); err != nil {
-		return m.fail(fmt.Errorf("manifest %s: reset: %w", m.path, err))
-	}
-	if _, err := m.f.Seek(0, io.SeekEnd); err != nil {
-		return m.fail(fmt.Errorf("manifest %s: reset: %w", m.path, err))
-	}
-	if err := m.f.Sync(); err != nil {
-		return m.fail(fmt.Errorf("manifest %s: reset: fsync: %w", m.path, err))
 	}
 	m.files = make(map[FileID]*fileState)
 	m.nfiles = 0
@@ -572,12 +574,9 @@ func (m *Manifest) Ack(f FileID, unit int, r Range) error {
 	if covered(u.acked, r) {
 		return nil
 	}
-	if err := m.declareLocked(f, fs); err != nil {
-		return err
-	}
 	var buf [96]byte
-	if _, err := m.w.Write(appendAckLine(buf[:0], fs.idx, unit, r)); err != nil {
-		return m.fail(fmt.Errorf("manifest %s: write: %w", m.path, err))
+	if err := m.writeLocked(f, fs, appendAckLine(buf[:0], fs.idx, unit, r)); err != nil {
+		return err
 	}
 	u.acked = addRange(u.acked, r)
 	return nil
@@ -604,12 +603,9 @@ func (m *Manifest) UnitRows(f FileID, unit int, rows int64) error {
 	case len(u.acked) > 0 && u.acked[len(u.acked)-1].To > rows:
 		return fmt.Errorf("manifest: %s unit %d: row count %d, but rows up to %d were acknowledged", f.Path, unit, rows, u.acked[len(u.acked)-1].To)
 	}
-	if err := m.declareLocked(f, fs); err != nil {
-		return err
-	}
 	var buf [96]byte
-	if _, err := m.w.Write(appendRowsLine(buf[:0], fs.idx, unit, rows)); err != nil {
-		return m.fail(fmt.Errorf("manifest %s: write: %w", m.path, err))
+	if err := m.writeLocked(f, fs, appendRowsLine(buf[:0], fs.idx, unit, rows)); err != nil {
+		return err
 	}
 	u.rows = rows
 	return nil
@@ -626,12 +622,12 @@ func (m *Manifest) fileLocked(f FileID) *fileState {
 	return fs
 }
 
-// declareLocked writes f's "file" line if it has not been written yet.
-func (m *Manifest) declareLocked(f FileID, fs *fileState) error {
-	if fs.declared {
-		return nil
+// writeLocked buffers a record line about f, after f's "file" line if that was not written yet.
+func (m *Manifest) writeLocked(f FileID, fs *fileState, line []byte) error {
+	if !fs.declared {
+		line = append(appendFileLine(nil, fs.idx, f), line...)
 	}
-	if _, err := m.w.Write(appendFileLine(nil, fs.idx, f)); err != nil {
+	if _, err := m.w.Write(line); err != nil {
 		return m.fail(fmt.Errorf("manifest %s: write: %w", m.path, err))
 	}
 	fs.declared = true
@@ -697,30 +693,20 @@ func (m *Manifest) Sync() error {
 
 // Close syncs and releases the manifest. Closing twice is a no-op.
 func (m *Manifest) Close() error {
-	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return nil
-	}
-	m.mu.Unlock()
-	err := m.Sync()
+	err := m.Sync() // ErrClosed when closed already, which the check below turns into a no-op
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
 	m.closed = true
 	if cerr := m.f.Close(); err == nil && cerr != nil {
 		err = fmt.Errorf("manifest %s: close: %w", m.path, cerr)
 	}
 	m.lock.Close() // releases the lock
 	return err
-}
-
-func syncFileAndDir(f *os.File, path string) error {
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("manifest %s: fsync: %w", path, err)
-	}
-	return syncDir(path)
 }
 
 // syncDir fsyncs the directory holding path, so a created or renamed file survives a crash. Windows
