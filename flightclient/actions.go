@@ -113,7 +113,7 @@ func (c *Client) action(ctx context.Context, table tableschema.TableName, typ st
 		return err
 	}
 	defer cancel()
-	stream, err := c.svc[0].DoAction(octx, &flight.Action{Type: typ, Body: []byte(table.String())})
+	stream, err := flight.NewFlightServiceClient(c.raw[0]).DoAction(octx, &flight.Action{Type: typ, Body: []byte(table.String())})
 	if err != nil {
 		return c.actionUnsupported(err)
 	}
@@ -174,10 +174,10 @@ func (c *Client) describeSQL(ctx context.Context, table tableschema.TableName) (
 	}
 	for _, ep := range info.GetEndpoint() {
 		found, err := c.scanTables(octx, cl, ep.GetTicket(), table)
-		if err != nil || found != nil {
-			if err != nil {
-				return TableInfo{}, err
-			}
+		if err != nil {
+			return TableInfo{}, err
+		}
+		if found != nil {
 			return *found, nil
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -118,26 +119,6 @@ func (s *actionServer) DoAction(a *flight.Action, stream flight.FlightService_Do
 	return stream.Send(&flight.Result{Body: b})
 }
 
-func serve(t testing.TB, srv flight.FlightServer, opts ...grpc.ServerOption) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true)}, opts...)...)
-	flight.RegisterFlightServiceServer(gs, srv)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = gs.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		gs.Stop()
-		<-done
-	})
-	return lis.Addr().String()
-}
-
 func TestCountAndDescribe(t *testing.T) {
 	addr := serve(t, &actionServer{token: "tok"})
 	for _, dialect := range []flightclient.Dialect{flightclient.Zerobus, flightclient.Flight, flightclient.FlightSQL} {
@@ -233,11 +214,7 @@ func TestTLS(t *testing.T) {
 	fx := newFixture(t, mem, 500, 4<<10)
 
 	c := testClient(t, "grpc+tls://"+addr, flightclient.Zerobus, flightclient.WithTLSConfig(&tls.Config{RootCAs: pool}))
-	_, log, err := load(t.Context(), t, c, fx, 2)
-	if err != nil {
-		t.Fatalf("Load() over TLS = %v", err)
-	}
-	log.check(t, fx)
+	loadAll(t.Context(), t, c, fx, 2)
 	srv.checkDurable(t, fx.rows)
 
 	// The system roots do not trust the test certificate.
@@ -261,16 +238,15 @@ func TestNewFromConn(t *testing.T) {
 		t.Fatal(err)
 	}
 	fx := newFixture(t, mem, 300, 4<<10)
-	_, log, err := load(t.Context(), t, c, fx, 2)
-	if err != nil {
-		t.Fatalf("Load() = %v", err)
-	}
-	log.check(t, fx)
+	loadAll(t.Context(), t, c, fx, 2)
 	srv.checkDurable(t, fx.rows)
 	if err := c.Close(); err != nil {
 		t.Errorf("Close() = %v", err)
 	}
 	// The caller's connection stays usable.
+	if st := cc.GetState(); st == connectivity.Shutdown {
+		t.Errorf("after Client.Close the caller's connection is %s; want it left open", st)
+	}
 	if _, err := flightclient.NewFromConn(nil, flightclient.Zerobus); err == nil {
 		t.Error("NewFromConn(nil) = nil error")
 	}
@@ -292,10 +268,6 @@ func TestMessageLimits(t *testing.T) {
 		t.Errorf("Load() of %d-byte frames with the default limit = %v; want ResourceExhausted", fx.frames[0].Size(), err)
 	}
 	big := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithMaxFrameBytes(limit))
-	_, log, err := load(t.Context(), t, big, fx, 1)
-	if err != nil {
-		t.Fatalf("Load() with WithMaxFrameBytes = %v", err)
-	}
-	log.check(t, fx)
+	loadAll(t.Context(), t, big, fx, 1)
 	srv.checkDurable(t, fx.rows)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
 	"github.com/apache/arrow-go/v18/arrow/flight/flightsql/schema_ref"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -38,11 +36,7 @@ func TestFlightDialectWithAcks(t *testing.T) {
 	srv.start(t)
 	fx := newFixture(t, mem, 3000, 2<<10)
 	c := testClient(t, srv.endpoint(), flightclient.Flight, flightclient.WithConnections(2))
-	stats, log, err := load(t.Context(), t, c, fx, 3)
-	if err != nil {
-		t.Fatalf("Load() = %v", err)
-	}
-	log.check(t, fx)
+	stats, _ := loadAll(t.Context(), t, c, fx, 3)
 	srv.checkDurable(t, fx.rows)
 	if stats.Retries != 0 {
 		t.Errorf("Stats.Retries = %d; want 0", stats.Retries)
@@ -67,11 +61,7 @@ func TestFlightDialectAckless(t *testing.T) {
 	fx := newFixture(t, mem, 3000, 2<<10)
 	callBytes := 5 * int64(fx.frames[0].Size())
 	c := testClient(t, srv.endpoint(), flightclient.Flight, flightclient.WithCallBytes(callBytes))
-	stats, log, err := load(t.Context(), t, c, fx, 1)
-	if err != nil {
-		t.Fatalf("Load() = %v", err)
-	}
-	log.check(t, fx)
+	stats, _ := loadAll(t.Context(), t, c, fx, 1)
 	srv.checkDurable(t, fx.rows)
 	if minCalls := int64(len(fx.frames)/5 + 1); stats.Calls < minCalls {
 		t.Errorf("Stats.Calls = %d; want at least %d (calls of at most 5 frames)", stats.Calls, minCalls)
@@ -175,23 +165,8 @@ func newSQLServer(mem memory.Allocator) *sqlServer {
 }
 
 func (s *sqlServer) start(t testing.TB) string {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(grpc.WaitForHandlers(true))
 	s.Alloc = s.mem
-	flight.RegisterFlightServiceServer(gs, flightsql.NewFlightServerWithAllocator(s, s.mem))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = gs.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		gs.Stop()
-		<-done
-	})
-	return "grpc://" + lis.Addr().String()
+	return "grpc://" + serve(t, flightsql.NewFlightServerWithAllocator(s, s.mem))
 }
 
 func (s *sqlServer) DoPutCommandStatementIngest(ctx context.Context, cmd flightsql.StatementIngest, rdr flight.MessageReader) (int64, error) {
@@ -289,11 +264,7 @@ func TestFlightSQLIngest(t *testing.T) {
 			fx := newFixture(t, mem, 3000, 2<<10)
 			c := testClient(t, endpoint, flightclient.FlightSQL,
 				flightclient.WithCallBytes(4*int64(fx.frames[0].Size())), flightclient.WithCreateTable(create))
-			stats, log, err := load(t.Context(), t, c, fx, 2)
-			if err != nil {
-				t.Fatalf("Load() = %v", err)
-			}
-			log.check(t, fx)
+			stats, _ := loadAll(t.Context(), t, c, fx, 2)
 			srv.checkDurable(t, fx.rows)
 			if stats.Retries != 1 {
 				t.Errorf("Stats.Retries = %d; want 1", stats.Retries)

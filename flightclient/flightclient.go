@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/loaderproject/loader/partitioner"
 	"github.com/loaderproject/loader/tableschema"
 	"github.com/loaderproject/loader/zerobus"
 )
@@ -43,11 +40,9 @@ var ErrUnsupported = errors.New("not supported by the target")
 // Client is a connection pool to one Flight endpoint. It is safe for concurrent use.
 type Client struct {
 	dialect Dialect
-	target  string // host:port, "" for NewFromConn
 	cfg     config
-	conns   []*grpc.ClientConn // owned; nil for NewFromConn
-	svc     []flight.FlightServiceClient
-	raw     []grpc.ClientConnInterface
+	conns   []*grpc.ClientConn         // owned; nil for NewFromConn
+	raw     []grpc.ClientConnInterface // every connection streams are spread over
 }
 
 // New parses endpoint (grpc://host:port plaintext; grpc+tls://host:port or https://host[:port] with
@@ -64,7 +59,7 @@ func New(endpoint string, dialect Dialect, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("flightclient: %w", err)
 	}
 	cfg := newConfig(opts)
-	c := &Client{dialect: dialect, target: ep.Address, cfg: cfg}
+	c := &Client{dialect: dialect, cfg: cfg}
 	creds := insecure.NewCredentials()
 	if ep.TLS {
 		tc := cfg.tls.Clone()
@@ -90,7 +85,6 @@ func New(endpoint string, dialect Dialect, opts ...Option) (*Client, error) {
 		}
 		c.conns = append(c.conns, cc)
 		c.raw = append(c.raw, cc)
-		c.svc = append(c.svc, flight.NewFlightServiceClient(cc))
 	}
 	return c, nil
 }
@@ -107,11 +101,7 @@ func NewFromConn(cc grpc.ClientConnInterface, dialect Dialect, opts ...Option) (
 		return nil, errors.New("flightclient: nil connection")
 	}
 	cfg := newConfig(opts)
-	return &Client{
-		dialect: dialect, cfg: cfg,
-		raw: []grpc.ClientConnInterface{cc},
-		svc: []flight.FlightServiceClient{flight.NewFlightServiceClient(cc)},
-	}, nil
+	return &Client{dialect: dialect, cfg: cfg, raw: []grpc.ClientConnInterface{cc}}, nil
 }
 
 // Dialect returns the client's dialect.
@@ -138,23 +128,6 @@ type Stats struct {
 	Retries   int64 // DoPuts reopened after a transient failure
 	Rotations int64 // DoPuts reopened because the server asked
 	Calls     int64 // DoPuts opened
-}
-
-// Load sends every frame received on frames to the table over `streams` parallel DoPuts and returns
-// once frames is closed and every frame has been acknowledged, or on the first fatal error (after
-// stopping every stream). schemaMessage is the IPC schema message of the frames (see
-// partitioner.Encoder.SchemaMessage) and enc decodes a frame when a partial acknowledgement forces a
-// re-slice. acked is called exactly once per frame, after the target made all of its rows durable; it
-// may be called from several goroutines at once.
-//
-// The schema message sent is enc.SchemaMessage(); schema must equal enc's schema. acked receives the
-// frame exactly as it came from the channel (even when only a re-sliced remainder of it had to be
-// sent again), so the caller can record [Span.Row, Span.Row+Rows) and release the frame's Size. Frames
-// of one stream are reported in the order that stream took them. When ctx ends, Load returns ctx's
-// error.
-func (c *Client) Load(ctx context.Context, table tableschema.TableName, schema *arrow.Schema, enc *partitioner.Encoder,
-	streams int, frames <-chan *partitioner.Frame, acked func(*partitioner.Frame)) (Stats, error) {
-	return c.load(ctx, table, schema, enc, streams, frames, acked)
 }
 
 // outgoing returns ctx with the call's metadata: the bearer token and, for Zerobus, the table header.

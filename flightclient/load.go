@@ -57,10 +57,6 @@ func classify(err error) error {
 	return &fatal{err}
 }
 
-// capHook, when set (by tests), is called each time a stream stops taking frames because its
-// unacknowledged bytes reached the cap.
-var capHook func(stream, frames int, bytes int64)
-
 // loadRun is one Load call.
 type loadRun struct {
 	c      *Client
@@ -74,7 +70,18 @@ type loadRun struct {
 	nFrames, nBytes, nRows, retries, rotations, calls atomic.Int64
 }
 
-func (c *Client) load(ctx context.Context, table tableschema.TableName, schema *arrow.Schema, enc *partitioner.Encoder,
+// Load sends every frame received on frames to the table over `streams` parallel DoPuts and returns
+// once frames is closed and every frame has been acknowledged, or on the first fatal error (after
+// stopping every stream). enc is the frames' encoder: its SchemaMessage is the first FlightData of
+// every DoPut, and it decodes a frame when a partial acknowledgement forces a re-slice. schema, when
+// not nil, must equal enc's schema. acked is called exactly once per frame, after the target made all
+// of its rows durable; it may be called from several goroutines at once.
+//
+// acked receives the frame exactly as it came from the channel (even when only a re-sliced remainder
+// of it had to be sent again), so the caller can record [Span.Row, Span.Row+Rows) and release the
+// frame's Size. Frames of one stream are reported in the order that stream took them. When ctx ends,
+// Load returns ctx's error.
+func (c *Client) Load(ctx context.Context, table tableschema.TableName, schema *arrow.Schema, enc *partitioner.Encoder,
 	streams int, frames <-chan *partitioner.Frame, acked func(*partitioner.Frame)) (Stats, error) {
 	stats := Stats{Streams: streams}
 	switch {
@@ -104,7 +111,7 @@ func (c *Client) load(ctx context.Context, table tableschema.TableName, schema *
 
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range streams {
-		s := &stream{lr: lr, id: i, svc: c.svc[i%len(c.svc)], wake: make(chan struct{}, 1),
+		s := &stream{lr: lr, id: i, svc: flight.NewFlightServiceClient(c.raw[i%len(c.raw)]), wake: make(chan struct{}, 1),
 			log: lr.log.With("stream", i)}
 		g.Go(func() error { return s.run(gctx) })
 	}
@@ -148,6 +155,12 @@ func (c *Client) schemaFrame(table tableschema.TableName, enc *partitioner.Encod
 		fd.FlightDescriptor = &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: b}
 	}
 	return fd, nil
+}
+
+// ackless reports whether the current call acknowledges its frames only when it ends OK: always in
+// Flight SQL, and in Flight until the server sent an ack (acksSeen).
+func (lr *loadRun) ackless(acksSeen bool) bool {
+	return lr.c.dialect == FlightSQL || (lr.c.dialect == Flight && !acksSeen)
 }
 
 // item is a frame taken from the channel, reported to acked once all its rows are durable.
@@ -416,7 +429,7 @@ func (s *stream) session(ctx context.Context) (endReason, error) {
 		s.mu.Lock()
 		queued, sent, unacked, rotateBy, acksSeen := len(s.queue), s.sent, s.unacked, s.rotateBy, s.acksSeen
 		s.mu.Unlock()
-		ackless := s.lr.c.dialect == FlightSQL || (s.lr.c.dialect == Flight && !acksSeen)
+		ackless := s.lr.ackless(acksSeen)
 		rotating := !rotateBy.IsZero()
 
 		if !closing {
@@ -453,7 +466,7 @@ func (s *stream) session(ctx context.Context) (endReason, error) {
 			s.mu.Lock()
 			n := s.sent
 			s.mu.Unlock()
-			if h := capHook; h != nil {
+			if h := cfg.capHook; h != nil {
 				h(s.id, n, unacked)
 			}
 		}
@@ -523,7 +536,7 @@ func (s *stream) callFinished(cl *call, closing bool, want endReason) (endReason
 		return 0, errors.New("the server ended the call before the client half-closed")
 	}
 	s.mu.Lock()
-	ackless := s.lr.c.dialect == FlightSQL || (s.lr.c.dialect == Flight && !s.acksSeen)
+	ackless := s.lr.ackless(s.acksSeen)
 	var done []*partitioner.Frame
 	if ackless && s.sent > 0 {
 		if s.lr.c.dialect == FlightSQL && s.putCount != nil && *s.putCount != -1 && *s.putCount != s.sentRecords {

@@ -62,11 +62,7 @@ func TestLoadZerobusHappy(t *testing.T) {
 	fx := newFixture(t, mem, 5000, 4<<10)
 	c := testClient(t, srv.endpoint(), flightclient.Zerobus,
 		flightclient.WithToken("s3cret"), flightclient.WithConnections(2), flightclient.WithStreamCap(1))
-	stats, log, err := load(t.Context(), t, c, fx, streams)
-	if err != nil {
-		t.Fatalf("Load() = %v", err)
-	}
-	log.check(t, fx)
+	stats, _ := loadAll(t.Context(), t, c, fx, streams)
 	srv.checkDurable(t, fx.rows)
 	if stats.Frames != int64(len(fx.frames)) || stats.Rows != fx.rows || stats.Streams != streams {
 		t.Errorf("Stats = %+v; want %d frames, %d rows, %d streams", stats, len(fx.frames), fx.rows, streams)
@@ -94,11 +90,7 @@ func TestLoadCoalescedAndPartialAcks(t *testing.T) {
 	srv.start(t)
 	fx := newFixture(t, mem, 3000, 2<<10)
 	c := testClient(t, srv.endpoint(), flightclient.Zerobus)
-	_, log, err := load(t.Context(), t, c, fx, 1)
-	if err != nil {
-		t.Fatalf("Load() = %v", err)
-	}
-	log.check(t, fx)
+	_, log := loadAll(t.Context(), t, c, fx, 1)
 	srv.checkDurable(t, fx.rows)
 	// One stream reports in order.
 	if !slices.Equal(log.frames, fx.frames) {
@@ -135,11 +127,7 @@ func testReplayAfterUnavailable(t *testing.T, compression partitioner.Compressio
 	srv.start(t)
 	fx := newFixture(t, mem, 2000, 2<<10, partitioner.WithCompression(compression))
 	c := testClient(t, srv.endpoint(), flightclient.Zerobus)
-	stats, log, err := load(t.Context(), t, c, fx, 1)
-	if err != nil {
-		t.Fatalf("Load() = %v", err)
-	}
-	log.check(t, fx)
+	stats, _ := loadAll(t.Context(), t, c, fx, 1)
 	srv.checkDurable(t, fx.rows)
 	if stats.Retries != 1 {
 		t.Errorf("Stats.Retries = %d; want 1", stats.Retries)
@@ -216,11 +204,7 @@ func TestLoadRotation(t *testing.T) {
 			srv.start(t)
 			fx := newFixture(t, mem, 3000, 2<<10)
 			c := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithStreamCap(3*int64(fx.frames[0].Size())))
-			stats, log, err := load(t.Context(), t, c, fx, 1)
-			if err != nil {
-				t.Fatalf("Load() = %v", err)
-			}
-			log.check(t, fx)
+			stats, _ := loadAll(t.Context(), t, c, fx, 1)
 			srv.checkDurable(t, fx.rows)
 			if stats.Rotations != 1 || stats.Retries != 0 {
 				t.Errorf("Stats = %+v; want 1 rotation, no retry", stats)
@@ -257,11 +241,7 @@ func TestLoadAckTimeout(t *testing.T) {
 	// ack was late, which at-least-once delivery allows: so check for no loss, not for no duplicate.
 	c := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithAckTimeout(50*time.Millisecond),
 		flightclient.WithRetry(20, time.Millisecond, time.Millisecond))
-	stats, log, err := load(t.Context(), t, c, fx, 1)
-	if err != nil {
-		t.Fatalf("Load() = %v", err)
-	}
-	log.check(t, fx)
+	stats, _ := loadAll(t.Context(), t, c, fx, 1)
 	srv.checkDurableAtLeastOnce(t, fx.rows)
 	if stats.Retries < 1 {
 		t.Errorf("Stats.Retries = %d; want at least 1", stats.Retries)
@@ -282,11 +262,7 @@ func TestLoadReadyTimeout(t *testing.T) {
 	fx := newFixture(t, mem, 100, 1<<20)
 	c := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithReadyTimeout(50*time.Millisecond),
 		flightclient.WithRetry(20, time.Millisecond, time.Millisecond))
-	stats, log, err := load(t.Context(), t, c, fx, 1)
-	if err != nil {
-		t.Fatalf("Load() = %v", err)
-	}
-	log.check(t, fx)
+	stats, _ := loadAll(t.Context(), t, c, fx, 1)
 	srv.checkDurable(t, fx.rows)
 	if stats.Retries < 1 {
 		t.Errorf("Stats.Retries = %d; want at least 1", stats.Retries)
@@ -393,11 +369,7 @@ func TestLoadTokenPerCall(t *testing.T) {
 		asked.Add(1)
 		return "t", nil
 	}))
-	if _, log, err := load(t.Context(), t, c, fx, 1); err != nil {
-		t.Fatal(err)
-	} else {
-		log.check(t, fx)
-	}
+	loadAll(t.Context(), t, c, fx, 1)
 	if got := asked.Load(); got != 2 {
 		t.Errorf("token source asked %d times; want 2 (one per DoPut)", got)
 	}
@@ -421,9 +393,9 @@ func TestLoadStreamCap(t *testing.T) {
 		bytes  int64
 	}
 	stops := make(chan stop, 1000)
-	defer flightclient.SetCapHook(func(_, frames int, bytes int64) {
+	capHook := flightclient.WithCapHook(func(_, frames int, bytes int64) {
 		stops <- stop{frames, bytes}
-	})()
+	})
 	srv := newServer(t, mem)
 	var problems []string
 	cycles := 0
@@ -455,15 +427,11 @@ func TestLoadStreamCap(t *testing.T) {
 		return c.ackAll()
 	}
 	srv.start(t)
-	c := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithStreamCap(capBytes))
+	c := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithStreamCap(capBytes), capHook)
 	// A client that ignored its cap would never stop; bound the test so it fails instead of hanging.
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	stats, log, err := load(ctx, t, c, fx, 1)
-	if err != nil {
-		t.Fatalf("Load() = %v", err)
-	}
-	log.check(t, fx)
+	stats, _ := loadAll(ctx, t, c, fx, 1)
 	srv.checkDurable(t, fx.rows)
 	for _, p := range problems {
 		t.Error(p)
@@ -564,7 +532,7 @@ func TestLoadBadArguments(t *testing.T) {
 		name    string
 		streams int
 		enc     *partitioner.Encoder
-		frames  chan *partitioner.Frame
+		frames  <-chan *partitioner.Frame
 		want    string
 	}{
 		{"zero streams", 0, fx.enc, frames, "streams"},
@@ -573,11 +541,7 @@ func TestLoadBadArguments(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var ch <-chan *partitioner.Frame
-			if tt.frames != nil {
-				ch = tt.frames
-			}
-			_, err := c.Load(t.Context(), tableName, nil, tt.enc, tt.streams, ch, nil)
+			_, err := c.Load(t.Context(), tableName, nil, tt.enc, tt.streams, tt.frames, nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Load() = %v; want an error about %s", err, tt.want)
 			}
@@ -635,11 +599,7 @@ func TestLoadServerEndsCall(t *testing.T) {
 			srv.start(t)
 			fx := newFixture(t, mem, 2000, 2<<10)
 			c := testClient(t, srv.endpoint(), flightclient.Zerobus)
-			stats, log, err := load(t.Context(), t, c, fx, 1)
-			if err != nil {
-				t.Fatalf("Load() = %v", err)
-			}
-			log.check(t, fx)
+			stats, _ := loadAll(t.Context(), t, c, fx, 1)
 			srv.checkDurable(t, fx.rows)
 			if stats.Retries != 1 {
 				t.Errorf("Stats.Retries = %d; want 1", stats.Retries)

@@ -34,6 +34,10 @@ type config struct {
 	idleFlush    time.Duration
 	rpcTimeout   time.Duration
 	createTable  bool
+
+	// capHook, when set (by tests), is called each time a stream stops taking frames because its
+	// unacknowledged bytes reached the cap.
+	capHook func(stream, frames int, bytes int64)
 }
 
 // Defaults, after the Zerobus SDKs (reference section 6) where they have one.
@@ -84,6 +88,13 @@ func newConfig(opts []Option) config {
 	return cfg
 }
 
+// setPositive sets *dst to v when v is positive; otherwise the option keeps its default.
+func setPositive[T ~int | ~int64](dst *T, v T) {
+	if v > 0 {
+		*dst = v
+	}
+}
+
 func (c *config) sendLimit() int { return c.maxFrameBytes + headroom }
 
 // recvLimit fits PutResults, action results and the DoGet of Flight SQL metadata.
@@ -110,22 +121,14 @@ func WithTokenSource(fn func(ctx context.Context) (string, error)) Option {
 // WithMaxFrameBytes tells the client the largest frame it will send, so gRPC message limits are set to
 // fit. Default partitioner.DefaultMaxFrameBytes; values below 1 keep the default.
 func WithMaxFrameBytes(n int) Option {
-	return func(c *config) {
-		if n > 0 {
-			c.maxFrameBytes = n
-		}
-	}
+	return func(c *config) { setPositive(&c.maxFrameBytes, n) }
 }
 
 // WithStreamCap bounds the unacknowledged bytes one stream may hold. Default 32 MiB. A stream always
 // takes at least one frame, so a cap below the frame size means one frame at a time; values below 1
 // keep the default.
 func WithStreamCap(n int64) Option {
-	return func(c *config) {
-		if n > 0 {
-			c.streamCap = n
-		}
-	}
+	return func(c *config) { setPositive(&c.streamCap, n) }
 }
 
 // WithLogger sets the logger. Default: discard. nil keeps the default.
@@ -157,22 +160,14 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // WithReadyTimeout bounds the wait for READY after the schema frame (Zerobus dialect). Default 30 s,
 // the SDKs' connection_timeout_ms; values below 1 keep the default. A timeout is a transient failure.
 func WithReadyTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.readyTimeout = d
-		}
-	}
+	return func(c *config) { setPositive(&c.readyTimeout, d) }
 }
 
 // WithAckTimeout sets how long the oldest unacknowledged frame of a stream may wait for its
 // acknowledgement before the DoPut counts as failed (transiently) and is replaced. Default 60 s, the
 // SDKs' server_lack_of_ack_timeout_ms; values below 1 keep the default.
 func WithAckTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.ackTimeout = d
-		}
-	}
+	return func(c *config) { setPositive(&c.ackTimeout, d) }
 }
 
 // WithRetry sets how many consecutive transient failures a stream survives (the count restarts when
@@ -186,12 +181,8 @@ func WithRetry(retries int, base, max time.Duration) Option {
 		if retries < 0 {
 			c.retries = 0
 		}
-		if base > 0 {
-			c.backoffBase = base
-		}
-		if max > 0 {
-			c.backoffMax = max
-		}
+		setPositive(&c.backoffBase, base)
+		setPositive(&c.backoffMax, max)
 	}
 }
 
@@ -199,43 +190,27 @@ func WithRetry(retries int, base, max time.Duration) Option {
 // acknowledgement of what it sent before it closes the DoPut and replays the rest on a new one; the
 // server's grace applies when shorter. Default DefaultRotationWait; values below 1 keep the default.
 func WithRotationWait(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.rotationWait = d
-		}
-	}
+	return func(c *config) { setPositive(&c.rotationWait, d) }
 }
 
 // WithCallBytes bounds the bytes one call carries in the Flight and Flight SQL dialects, which
 // acknowledge at the end of a call: each completed call is a resume point. Default 64 MiB; values
 // below 1 keep the default. (Zerobus DoPuts are not bounded: they acknowledge as they go.)
 func WithCallBytes(n int64) Option {
-	return func(c *config) {
-		if n > 0 {
-			c.callBytes = n
-		}
-	}
+	return func(c *config) { setPositive(&c.callBytes, n) }
 }
 
 // WithIdleFlush ends a Flight SQL call (or a Flight call on a server that sends no acks) when no new
 // frame arrived for d while frames wait for their acknowledgement. Default 250 ms; values below 1 keep
 // the default.
 func WithIdleFlush(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.idleFlush = d
-		}
-	}
+	return func(c *config) { setPositive(&c.idleFlush, d) }
 }
 
 // WithRPCTimeout bounds Count and Describe when ctx has no deadline. Default 5 minutes (a flush may
 // commit a lot); values below 1 keep the default.
 func WithRPCTimeout(d time.Duration) Option {
-	return func(c *config) {
-		if d > 0 {
-			c.rpcTimeout = d
-		}
-	}
+	return func(c *config) { setPositive(&c.rpcTimeout, d) }
 }
 
 // WithCreateTable makes Flight SQL ingest create the table when it does not exist

@@ -181,7 +181,6 @@ type server struct {
 	wrong   []string      // rows whose values differ from the source
 	peers   map[string]bool
 	calls   []*call
-	grpc    *grpc.Server
 	addr    string
 }
 
@@ -242,23 +241,29 @@ func newServer(t testing.TB, mem memory.Allocator) *server {
 
 // start serves on 127.0.0.1:0 until the test ends. Call it after setting the hooks.
 func (s *server) start(t testing.TB, opts ...grpc.ServerOption) string {
+	s.addr = serve(t, s, opts...)
+	return s.addr
+}
+
+// serve serves srv on 127.0.0.1:0 until the test ends and returns its address.
+func serve(t testing.TB, srv flight.FlightServer, opts ...grpc.ServerOption) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.grpc = grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true)}, opts...)...)
-	flight.RegisterFlightServiceServer(s.grpc, s)
+	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true)}, opts...)...)
+	flight.RegisterFlightServiceServer(gs, srv)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = s.grpc.Serve(lis)
+		_ = gs.Serve(lis)
 	}()
 	t.Cleanup(func() {
-		s.grpc.Stop()
+		gs.Stop()
 		<-done
 	})
-	s.addr = lis.Addr().String()
-	return s.addr
+	return lis.Addr().String()
 }
 
 func (s *server) endpoint() string { return "grpc://" + s.addr }
@@ -438,6 +443,17 @@ func load(ctx context.Context, t *testing.T, c *flightclient.Client, fx *fixture
 	stats, err := c.Load(ctx, tableName, fx.enc.Schema(), fx.enc, streams, produce(pctx, fx.frames), log.acked)
 	log.close()
 	return stats, log, err
+}
+
+// loadAll runs Load over the fixture's frames, which must succeed with every frame reported once.
+func loadAll(ctx context.Context, t *testing.T, c *flightclient.Client, fx *fixture, streams int) (flightclient.Stats, *ackLog) {
+	t.Helper()
+	stats, log, err := load(ctx, t, c, fx, streams)
+	if err != nil {
+		t.Fatalf("Load() = %v", err)
+	}
+	log.check(t, fx)
+	return stats, log
 }
 
 // errEndOK, returned by onFrame, ends the call with status OK right away.
