@@ -1,13 +1,13 @@
 package warehouse
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/loaderproject/loader/tableschema"
@@ -113,44 +113,44 @@ func (p *tablePlan) convert(mem memory.Allocator, rec arrow.RecordBatch, build b
 	if build {
 		out = make([]arrow.Array, len(p.cols))
 	}
-	release := func() {
-		for _, a := range out {
-			if a != nil {
-				a.Release()
-			}
-		}
-	}
 	c := converter{mem: mem, build: build}
 	recSchema := rec.Schema()
 	for i, f := range recSchema.Fields() {
 		idx := p.schema.FieldIndex(f.Name)
 		if idx < 0 {
-			release()
+			releaseAll(out)
 			return nil, fmt.Errorf("warehouse: column %q is not in the table", f.Name)
 		}
 		data, err := c.walk(p.cols[idx], rec.Column(i), nil, nil)
 		if err != nil {
-			release()
+			releaseAll(out)
 			return nil, err
 		}
 		if build {
 			out[idx] = array.MakeFromData(data)
 			data.Release()
-			if hasList(p.cols[idx].storage) {
-				d, err := c.dropHiddenValues(out[idx], nil)
-				if err != nil {
-					release()
-					return nil, err
-				}
-				if d != nil {
-					out[idx].Release()
-					out[idx] = array.MakeFromData(d)
-					d.Release()
-				}
+			d, err := c.dropHiddenValues(out[idx], nil)
+			if err != nil {
+				releaseAll(out)
+				return nil, err
+			}
+			if d != nil {
+				out[idx].Release()
+				out[idx] = array.MakeFromData(d)
+				d.Release()
 			}
 		}
 	}
 	return out, nil
+}
+
+// releaseAll releases every element of xs that is not nil.
+func releaseAll[T interface{ Release() }](xs []T) {
+	for _, x := range xs {
+		if any(x) != nil {
+			x.Release()
+		}
+	}
 }
 
 type converter struct {
@@ -219,7 +219,7 @@ func (cv *converter) walk(c *colPlan, arr arrow.Array, mask []bool, rows []int) 
 	return nil, fmt.Errorf("warehouse: column %q: no conversion for %s", c.path, c.t.SQL())
 }
 
-// childMask returns the presence mask of a struct's children (nil when every slot is present).
+// childMaskStruct returns the presence mask of a struct's children (nil when every slot is present).
 func childMaskStruct(arr arrow.Array, mask []bool) []bool {
 	if arr.NullN() == 0 {
 		return mask
@@ -240,17 +240,10 @@ func (cv *converter) strct(c *colPlan, s *array.Struct, mask []bool, rows []int)
 	if cv.build {
 		children = make([]arrow.ArrayData, len(c.children))
 	}
-	release := func() {
-		for _, d := range children {
-			if d != nil {
-				d.Release()
-			}
-		}
-	}
 	for i, fc := range c.children {
 		d, err := cv.walk(fc, s.Field(i), cm, rows)
 		if err != nil {
-			release()
+			releaseAll(children)
 			return nil, err
 		}
 		if cv.build {
@@ -260,7 +253,7 @@ func (cv *converter) strct(c *colPlan, s *array.Struct, mask []bool, rows []int)
 	if !cv.build {
 		return nil, nil
 	}
-	defer release()
+	defer releaseAll(children)
 	// The children from Field(i) are sliced to the struct's window, so the result starts at offset 0.
 	bufs := []*memory.Buffer{cv.copyValidity(s)}
 	if bufs[0] != nil {
@@ -357,12 +350,12 @@ func (cv *converter) decimal(c *colPlan, arr arrow.Array, mask []bool, rows []in
 		return nil, fmt.Errorf("warehouse: column %q: got Arrow %s, want %s (decimal text)", c.path, arr.DataType(), c.canon)
 	}
 	n := s.Len()
-	var out []byte
+	var out []decimal128.Num
 	var vals *memory.Buffer
 	if cv.build {
 		vals = memory.NewResizableBuffer(cv.mem)
-		vals.Resize(n * arrow.Decimal128SizeBytes)
-		out = vals.Bytes()
+		vals.Resize(arrow.Decimal128Traits.BytesRequired(n))
+		out = arrow.Decimal128Traits.CastFromBytes(vals.Bytes())
 		clear(out)
 	}
 	p, sc := c.t.Precision, c.t.Scale
@@ -379,8 +372,7 @@ func (cv *converter) decimal(c *colPlan, arr arrow.Array, mask []bool, rows []in
 			return nil, badValue(c.path, rowOf(rows, i), problem.describe(p, sc))
 		}
 		if out != nil {
-			binary.LittleEndian.PutUint64(out[i*16:], num.LowBits())
-			binary.LittleEndian.PutUint64(out[i*16+8:], uint64(num.HighBits()))
+			out[i] = num
 		}
 	}
 	if !cv.build {

@@ -150,7 +150,7 @@ func (w *Writer) Commit(ctx context.Context, opts CommitOptions) (CommitResult, 
 				ErrSchemaChanged, w.plan.schema.SQL(), base, result.SQL()))
 		}
 		version := base + 1
-		actions := w.actions(version, opts, current, &proto, &meta)
+		actions := w.actions(version, opts, res, current, &proto, &meta)
 		data, err := delta.EncodeCommit(actions)
 		if err != nil {
 			return fail(err)
@@ -197,8 +197,9 @@ func (t *Table) applyCommitted(version int64, actions []delta.Action) {
 	}
 }
 
-// actions builds the commit's actions for version, over the state it was read at.
-func (w *Writer) actions(version int64, opts CommitOptions, current []delta.File, proto *delta.Protocol, meta *delta.MetaData) []delta.Action {
+// actions builds the commit's actions for version, over the state it was read at; res totals the
+// staged files.
+func (w *Writer) actions(version int64, opts CommitOptions, res CommitResult, current []delta.File, proto *delta.Protocol, meta *delta.MetaData) []delta.Action {
 	now := time.Now().UnixMilli()
 	actions := make([]delta.Action, 0, len(w.staged)+len(current)+4)
 	mode := "Append"
@@ -216,11 +217,6 @@ func (w *Writer) actions(version int64, opts CommitOptions, current []delta.File
 	if op == "" {
 		op = "WRITE"
 	}
-	var rows, bytes int64
-	for _, s := range w.staged {
-		rows += s.rows
-		bytes += s.size
-	}
 	ci := &delta.CommitInfo{
 		Timestamp:           now,
 		Operation:           op,
@@ -230,9 +226,9 @@ func (w *Writer) actions(version int64, opts CommitOptions, current []delta.File
 		EngineInfo:          EngineInfo,
 		TxnID:               uuid.NewString(),
 		OperationMetrics: map[string]string{
-			"numFiles":       strconv.Itoa(len(w.staged)),
-			"numOutputRows":  strconv.FormatInt(rows, 10),
-			"numOutputBytes": strconv.FormatInt(bytes, 10),
+			"numFiles":       strconv.Itoa(res.Files),
+			"numOutputRows":  strconv.FormatInt(res.Rows, 10),
+			"numOutputBytes": strconv.FormatInt(res.Bytes, 10),
 		},
 	}
 	if opts.Overwrite {

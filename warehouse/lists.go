@@ -45,13 +45,7 @@ func (cv *converter) dropHiddenValues(arr arrow.Array, hidden []bool) (arrow.Arr
 			}
 		}
 		children := make([]arrow.ArrayData, a.NumField())
-		defer func() {
-			for _, c := range children {
-				if c != nil {
-					c.Release()
-				}
-			}
-		}()
+		defer releaseAll(children)
 		changed := false
 		for k := range children {
 			f := a.Field(k) // sliced to the struct's window
@@ -110,11 +104,7 @@ func (cv *converter) dropHiddenListValues(arr, values arrow.Array, offsets func(
 	offBuf.Resize((n + 1) * arrow.Int32SizeBytes)
 	ob := offBuf.Bytes()
 	var parts []arrow.Array
-	defer func() {
-		for _, p := range parts {
-			p.Release()
-		}
-	}()
+	defer func() { releaseAll(parts) }()
 	runStart, runEnd := int64(-1), int64(-1)
 	flush := func() {
 		if runEnd > runStart {

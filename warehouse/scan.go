@@ -3,13 +3,11 @@ package warehouse
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -52,18 +50,9 @@ func (t *Table) Scan(ctx context.Context, fn func(arrow.RecordBatch) error) erro
 	return nil
 }
 
-// errCallback marks an error from the Scan callback, which Scan returns unwrapped.
-type errCallback struct{ err error }
-
-func (e errCallback) Error() string { return e.err.Error() }
-
 func (t *Table) scanFile(ctx context.Context, plan *tablePlan, rel string, fn func(arrow.RecordBatch) error) (err error) {
 	mem := t.wh.cfg.mem
 	wrap := func(err error) error {
-		var cb errCallback
-		if errors.As(err, &cb) {
-			return cb.err
-		}
 		return fmt.Errorf("warehouse: table %s: scan: data file %s: %w", t.name, rel, err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -112,7 +101,7 @@ func (t *Table) scanFile(ctx context.Context, plan *tablePlan, rel string, fn fu
 		err = fn(out)
 		out.Release()
 		if err != nil {
-			return wrap(errCallback{err})
+			return err // as is (Scan's doc)
 		}
 	}
 	if err := rr.Err(); err != nil {
@@ -126,13 +115,7 @@ func (t *Table) scanFile(ctx context.Context, plan *tablePlan, rel string, fn fu
 func (p *tablePlan) fromStorage(mem memory.Allocator, rec arrow.RecordBatch, src []int) (arrow.RecordBatch, error) {
 	n := rec.NumRows()
 	cols := make([]arrow.Array, len(p.cols))
-	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
+	defer releaseAll(cols)
 	for i, c := range p.cols {
 		if src[i] < 0 {
 			cols[i] = array.MakeArrayOfNull(mem, c.canon, int(n))
@@ -204,13 +187,7 @@ func toCanonical(mem memory.Allocator, c *colPlan, d arrow.ArrayData) (arrow.Arr
 			return nil, mismatch()
 		}
 		children := make([]arrow.ArrayData, len(c.children))
-		defer func() {
-			for _, ch := range children {
-				if ch != nil {
-					ch.Release()
-				}
-			}
-		}()
+		defer releaseAll(children)
 		for i, fc := range c.children {
 			ch, err := toCanonical(mem, fc, d.Children()[i])
 			if err != nil {
@@ -258,7 +235,6 @@ func widenOffsets(mem memory.Allocator, dt arrow.DataType, d arrow.ArrayData) ar
 func decimalToText(mem memory.Allocator, c *colPlan, d arrow.ArrayData) arrow.ArrayData {
 	arr := array.NewDecimal128Data(d)
 	defer arr.Release()
-	bufs := d.Buffers()
 	off0, n := d.Offset(), d.Len()
 	offsets := memory.NewResizableBuffer(mem)
 	offsets.Resize((off0 + n + 1) * 8)
@@ -266,13 +242,10 @@ func decimalToText(mem memory.Allocator, c *colPlan, d arrow.ArrayData) arrow.Ar
 	ob := offsets.Bytes()
 	clear(ob[:(off0+1)*8])
 	text := make([]byte, 0, n*(c.t.Precision/2+3))
-	raw := bufs[1].Bytes()
 	hasNulls := d.NullN() > 0
 	for i := 0; i < n; i++ {
 		if !hasNulls || arr.IsValid(i) {
-			j := (off0 + i) * 16
-			num := decimal128.New(int64(binary.LittleEndian.Uint64(raw[j+8:])), binary.LittleEndian.Uint64(raw[j:]))
-			text = appendDecimal(text, num, c.t.Scale)
+			text = appendDecimal(text, arr.Value(i), c.t.Scale)
 		}
 		binary.LittleEndian.PutUint64(ob[(off0+i+1)*8:], uint64(len(text)))
 	}
@@ -280,5 +253,5 @@ func decimalToText(mem memory.Allocator, c *colPlan, d arrow.ArrayData) arrow.Ar
 	values.Resize(len(text))
 	copy(values.Bytes(), text)
 	defer values.Release()
-	return array.NewData(c.canon, n, []*memory.Buffer{bufs[0], offsets, values}, nil, d.NullN(), off0)
+	return array.NewData(c.canon, n, []*memory.Buffer{d.Buffers()[0], offsets, values}, nil, d.NullN(), off0)
 }

@@ -144,25 +144,16 @@ type intMM struct {
 
 func minMaxInts[T integer](m *intMM, vals []T, arr arrow.Array, mask []bool) {
 	lo, hi, has := m.min, m.max, m.has
-	if mask == nil && arr.NullN() == 0 {
-		for _, v := range vals {
-			x := int64(v)
-			if !has {
-				lo, hi, has = x, x, true
-			}
-			lo, hi = min(lo, x), max(hi, x)
+	all := mask == nil && arr.NullN() == 0
+	for i, v := range vals {
+		if !all && (!present(mask, i) || arr.IsNull(i)) {
+			continue
 		}
-	} else {
-		for i, v := range vals {
-			if !present(mask, i) || arr.IsNull(i) {
-				continue
-			}
-			x := int64(v)
-			if !has {
-				lo, hi, has = x, x, true
-			}
-			lo, hi = min(lo, x), max(hi, x)
+		x := int64(v)
+		if !has {
+			lo, hi, has = x, x, true
 		}
+		lo, hi = min(lo, x), max(hi, x)
 	}
 	m.min, m.max, m.has = lo, hi, has
 }

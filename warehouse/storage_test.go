@@ -25,14 +25,7 @@ func TestStorageMapping(t *testing.T) {
 	tbl := createTable(t, wh, "c.s.t", cols)
 	rec := recordFromJSON(t, mem, mustColumns(t, cols).Arrow(), `[{"d9": "1.5", "d18": "2", "d38": "3", "s": "x", "ts": "2020-01-01T00:00:00Z", "ntz": "2020-01-01T00:00:00", "dt": "2020-01-01", "b": 1, "sm": 2, "l": 3}]`)
 	defer rec.Release()
-	w := tbl.NewWriter()
-	defer w.Abort()
-	if err := w.Write(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Commit(ctx, warehouse.CommitOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	commitRecords(t, tbl, warehouse.CommitOptions{}, rec)
 	snap, err := tbl.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,10 @@ package warehouse
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -106,26 +108,19 @@ func (t *Table) Snapshot(ctx context.Context) (*Snapshot, error) {
 			ID:         st.MetaData.ID,
 			Schema:     schema,
 			NumRecords: st.NumRecords,
-			Txns:       make(map[string]int64, len(st.Txns)),
+			Txns:       maps.Clone(st.Txns),
 		}
 		if st.MetaData.CreatedTime != nil {
 			snap.CreatedTime = time.UnixMilli(*st.MetaData.CreatedTime)
 		}
-		for k, v := range st.Txns {
-			snap.Txns[k] = v
-		}
 		files := st.Files()
 		snap.Files = make([]File, len(files))
 		for i, f := range files {
-			p, err := localPath(f.Path)
+			p, n, err := t.fileRowsLocked(f)
 			if err != nil {
 				return err
 			}
-			n := f.NumRecords
-			if n < 0 {
-				if n, err = t.footerRowsLocked(f.Path, p); err != nil {
-					return err
-				}
+			if f.NumRecords < 0 {
 				snap.NumRecords += n
 			}
 			snap.Files[i] = File{Path: p, Size: f.Size, NumRecords: n}
@@ -163,11 +158,7 @@ func (t *Table) Count(ctx context.Context) (rows, version int64, err error) {
 			if f.NumRecords >= 0 {
 				continue
 			}
-			p, err := localPath(f.Path)
-			if err != nil {
-				return err
-			}
-			n, err := t.footerRowsLocked(f.Path, p)
+			_, n, err := t.fileRowsLocked(f)
 			if err != nil {
 				return err
 			}
@@ -181,24 +172,30 @@ func (t *Table) Count(ctx context.Context) (rows, version int64, err error) {
 	return rows, version, nil
 }
 
-// footerRowsLocked returns the row count of a data file from its Parquet footer, for add actions
-// written without stats (by other Delta writers).
-func (t *Table) footerRowsLocked(logPath, rel string) (int64, error) {
-	if n, ok := t.footRows[logPath]; ok {
-		return n, nil
+// fileRowsLocked returns a live file's path relative to the table directory (see localPath) and its
+// row count: the add's stats numRecords or, for add actions written without stats (by other Delta
+// writers), the count in the file's Parquet footer.
+func (t *Table) fileRowsLocked(f delta.File) (rel string, rows int64, err error) {
+	if rel, err = localPath(f.Path); err != nil {
+		return "", 0, err
 	}
-	full := filepath.Join(t.dir, filepath.FromSlash(rel))
-	r, err := file.OpenParquetFile(full, false)
+	if f.NumRecords >= 0 {
+		return rel, f.NumRecords, nil
+	}
+	if n, ok := t.footRows[f.Path]; ok {
+		return rel, n, nil
+	}
+	r, err := file.OpenParquetFile(filepath.Join(t.dir, filepath.FromSlash(rel)), false)
 	if err != nil {
-		return 0, fmt.Errorf("data file %s: %w", rel, err)
+		return "", 0, fmt.Errorf("data file %s: %w", rel, err)
 	}
 	n := r.NumRows()
 	r.Close()
 	if t.footRows == nil {
 		t.footRows = map[string]int64{}
 	}
-	t.footRows[logPath] = n
-	return n, nil
+	t.footRows[f.Path] = n
+	return rel, n, nil
 }
 
 // localPath turns an add action's path (a URI-encoded path relative to the table) into a slash-
@@ -209,17 +206,8 @@ func localPath(p string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("data file path %q: %w", p, err)
 	}
-	if strings.Contains(p, ":") || strings.HasPrefix(u, "/") || hasDotDot(u) {
+	if strings.Contains(p, ":") || strings.HasPrefix(u, "/") || slices.Contains(strings.Split(u, "/"), "..") {
 		return "", fmt.Errorf("data file path %q: only paths relative to the table directory are supported", p)
 	}
 	return u, nil
-}
-
-func hasDotDot(p string) bool {
-	for _, part := range strings.Split(p, "/") {
-		if part == ".." {
-			return true
-		}
-	}
-	return false
 }

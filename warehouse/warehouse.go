@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -272,29 +271,11 @@ func (w *Warehouse) List(ctx context.Context) ([]tableschema.TableName, error) {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b tableschema.TableName) int {
-		if a.Catalog != b.Catalog {
-			return cmpString(a.Catalog, b.Catalog)
-		}
-		if a.Schema != b.Schema {
-			return cmpString(a.Schema, b.Schema)
-		}
-		return cmpString(a.Table, b.Table)
-	})
-	return out, nil
+	return out, nil // in order: subdirs lists each level sorted
 }
 
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// subdirs lists the directories in dir whose names are valid name parts.
+// subdirs lists the directories in dir whose names are valid name parts, sorted by name (as
+// os.ReadDir returns them).
 func subdirs(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {

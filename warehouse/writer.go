@@ -102,7 +102,6 @@ type dataFile struct {
 type stagedFile struct {
 	name    string
 	size    int64
-	rows    int64
 	modTime int64 // ms
 	stats   string
 }
@@ -166,9 +165,7 @@ func (w *Writer) Write(ctx context.Context, rec arrow.RecordBatch) error {
 		}
 	}
 	srec := array.NewRecordBatch(w.plan.storage, cols, int64(n))
-	for _, c := range cols {
-		c.Release()
-	}
+	releaseAll(cols)
 	defer srec.Release()
 
 	if err := w.writeStorage(srec, util.TotalRecordSize(rec)); err != nil {
@@ -286,7 +283,7 @@ func (w *Writer) finishFile() error {
 		return fmt.Errorf("data file %s: stats: %w", f.name, err)
 	}
 	w.cur = nil
-	w.staged = append(w.staged, stagedFile{name: f.name, size: f.cw.n, rows: f.rows, modTime: modTime, stats: stats})
+	w.staged = append(w.staged, stagedFile{name: f.name, size: f.cw.n, modTime: modTime, stats: stats})
 	return nil
 }
 

@@ -67,6 +67,24 @@ func scanIDs(t testing.TB, tbl *warehouse.Table) []int64 {
 	return ids
 }
 
+// commitRecords writes recs with one Writer and commits them, failing the test on any error.
+func commitRecords(t testing.TB, tbl *warehouse.Table, opts warehouse.CommitOptions, recs ...arrow.RecordBatch) warehouse.CommitResult {
+	t.Helper()
+	ctx := context.Background()
+	w := tbl.NewWriter()
+	defer w.Abort()
+	for _, rec := range recs {
+		if err := w.Write(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := w.Commit(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 func seq(from, n int) []int64 {
 	out := make([]int64, n)
 	for i := range out {
@@ -245,7 +263,6 @@ func TestWriterSubsetSchema(t *testing.T) {
 func TestStats(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
-	ctx := context.Background()
 	wh := openWH(t, warehouse.WithAllocator(mem))
 	cols := "s STRING, f FLOAT, d DOUBLE, bin BINARY, ok BOOLEAN, ts TIMESTAMP, ntz TIMESTAMP_NTZ, dt DATE, a ARRAY<INT>, m MAP<INT,INT>, st STRUCT<p: DECIMAL(6,3), q: STRING>"
 	schema := mustColumns(t, cols)
@@ -257,14 +274,7 @@ func TestStats(t *testing.T) {
 	{"s": null, "f": null, "d": "NaN", "ok": null, "ts": null, "ntz": "1970-01-01T00:00:00", "dt": null, "a": [], "m": [], "st": null}]`, long)
 	rec := recordFromJSON(t, mem, schema.Arrow(), rows)
 	defer rec.Release()
-	w := tbl.NewWriter()
-	if err := w.Write(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	res, err := w.Commit(ctx, warehouse.CommitOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := commitRecords(t, tbl, warehouse.CommitOptions{}, rec)
 	st := addActions(t, tbl, res.Version)[0]["stats"].(map[string]any)
 	if fmt.Sprint(st["numRecords"]) != "3" {
 		t.Errorf("numRecords = %v; want 3", st["numRecords"])
@@ -305,14 +315,7 @@ func TestStats(t *testing.T) {
 	// A long min is cut to 32 characters; a long max also gets U+10FFFF so it still bounds the value.
 	rec2 := recordFromJSON(t, mem, schema.Arrow(), fmt.Sprintf(`[{"s": %q}, {"s": %q}]`, long, long+"z"))
 	defer rec2.Release()
-	w = tbl.NewWriter()
-	if err := w.Write(ctx, rec2); err != nil {
-		t.Fatal(err)
-	}
-	res, err = w.Commit(ctx, warehouse.CommitOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res = commitRecords(t, tbl, warehouse.CommitOptions{}, rec2)
 	st = addActions(t, tbl, res.Version)[0]["stats"].(map[string]any)
 	if gotMin := st["minValues"].(map[string]any)["s"]; gotMin != strings.Repeat("é", 31)+"x" {
 		t.Errorf("minValues.s = %q; want the 32-character prefix", gotMin)
@@ -466,8 +469,8 @@ func TestOverwrite(t *testing.T) {
 	if got := scanIDs(t, tbl); !slices.Equal(got, seq(100, 5)) {
 		t.Errorf("after overwrite Scan() = %v; want 100..104", got)
 	}
-	if rows, _, _ := tbl.Count(ctx); rows != 5 {
-		t.Errorf("after overwrite Count() = %d; want 5", rows)
+	if rows, _, err := tbl.Count(ctx); err != nil || rows != 5 {
+		t.Errorf("after overwrite Count() = %d, %v; want 5", rows, err)
 	}
 
 	// Overwrite with a new schema that needs the timestampNtz feature.
@@ -521,8 +524,8 @@ func TestOverwrite(t *testing.T) {
 	if _, err := w.Commit(ctx, warehouse.CommitOptions{Overwrite: true}); err != nil {
 		t.Fatal(err)
 	}
-	if rows, _, _ := tbl.Count(ctx); rows != 0 {
-		t.Errorf("after an empty overwrite Count() = %d; want 0", rows)
+	if rows, _, err := tbl.Count(ctx); err != nil || rows != 0 {
+		t.Errorf("after an empty overwrite Count() = %d, %v; want 0", rows, err)
 	}
 }
 
@@ -594,8 +597,8 @@ func TestCancelledContext(t *testing.T) {
 	if _, err := w.Commit(cancelled, warehouse.CommitOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Commit(cancelled) = %v; want context.Canceled", err)
 	}
-	if rows, v, _ := tbl.Count(ctx); rows != 0 || v != 0 {
-		t.Errorf("after a cancelled Commit Count() = %d at version %d; want 0 at 0", rows, v)
+	if rows, v, err := tbl.Count(ctx); err != nil || rows != 0 || v != 0 {
+		t.Errorf("after a cancelled Commit Count() = %d at version %d, %v; want 0 at 0", rows, v, err)
 	}
 	// The writer survives a cancelled Commit.
 	if _, err := w.Commit(ctx, warehouse.CommitOptions{}); err != nil {
@@ -614,15 +617,9 @@ func TestScanCallbackError(t *testing.T) {
 	wh := openWH(t, warehouse.WithAllocator(mem))
 	tbl := createTable(t, wh, "c.s.t", idCols)
 	for i := range 2 {
-		w := tbl.NewWriter()
 		rec := idRecord(mem, i, 1)
-		if err := w.Write(ctx, rec); err != nil {
-			t.Fatal(err)
-		}
+		commitRecords(t, tbl, warehouse.CommitOptions{}, rec)
 		rec.Release()
-		if _, err := w.Commit(ctx, warehouse.CommitOptions{}); err != nil {
-			t.Fatal(err)
-		}
 	}
 	stop := errors.New("stop")
 	calls := 0
@@ -638,15 +635,9 @@ func TestScanCorruptDataFile(t *testing.T) {
 	ctx := context.Background()
 	wh := openWH(t, warehouse.WithAllocator(mem))
 	tbl := createTable(t, wh, "c.s.t", idCols)
-	w := tbl.NewWriter()
 	rec := idRecord(mem, 0, 100)
 	defer rec.Release()
-	if err := w.Write(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Commit(ctx, warehouse.CommitOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	commitRecords(t, tbl, warehouse.CommitOptions{}, rec)
 	snap, err := tbl.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -676,16 +667,9 @@ func TestCountWithoutStats(t *testing.T) {
 	ctx := context.Background()
 	wh := openWH(t, warehouse.WithAllocator(mem))
 	tbl := createTable(t, wh, "c.s.t", idCols)
-	w := tbl.NewWriter()
 	rec := idRecord(mem, 0, 42)
 	defer rec.Release()
-	if err := w.Write(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	res, err := w.Commit(ctx, warehouse.CommitOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := commitRecords(t, tbl, warehouse.CommitOptions{}, rec)
 	add := actionsOf(readLog(t, tbl, res.Version), "add")[0]
 	line := fmt.Sprintf(`{"add":{"path":%q,"partitionValues":{},"size":%s,"modificationTime":1,"dataChange":false}}`, add["path"], add["size"])
 	write(t, filepath.Join(tbl.Dir(), "_delta_log", fmt.Sprintf("%020d.json", res.Version+1)), line+"\n")
