@@ -34,14 +34,18 @@ func newLimitedAllocator(mem memory.Allocator, limit int64) *limitedAllocator {
 	return &limitedAllocator{mem: mem, limit: limit}
 }
 
+// reserve accounts for n more bytes; n is negative when a reallocation shrinks.
 func (a *limitedAllocator) reserve(n int64) {
-	if n < 0 || a.used.Add(n) > a.limit {
-		a.used.Add(-max(n, 0))
+	if a.used.Add(n) > a.limit && n > 0 {
+		a.used.Add(-n)
 		panic(errTooMuchMemory)
 	}
 }
 
 func (a *limitedAllocator) Allocate(size int) []byte {
+	if size < 0 {
+		panic(errTooMuchMemory)
+	}
 	a.reserve(int64(size))
 	return a.mem.Allocate(size)
 }

@@ -128,12 +128,9 @@ func TestDecoderReleasesMemory(t *testing.T) {
 	b.Release()
 	defer rec.Release()
 	for _, opt := range []ipc.Option{ipc.WithLZ4(), ipc.WithZstd()} {
-		var c frameCapture
-		w := flight.NewRecordWriter(&c, ipc.WithSchema(schema), opt)
-		w.Write(rec)
-		w.Close()
+		schemaFrame, data := encodeFrames(t, schema, rec, opt)
 		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-		if ok, failed := decodeAll(mem, [][2][]byte{{c.msgs[0].DataHeader, nil}, {c.msgs[1].DataHeader, c.msgs[1].DataBody}}); ok != 1 || failed != 0 {
+		if ok, failed := decodeAll(mem, [][2][]byte{{schemaFrame.DataHeader, nil}, {data.DataHeader, data.DataBody}}); ok != 1 || failed != 0 {
 			t.Fatalf("decode = %d ok, %d failed", ok, failed)
 		}
 		mem.AssertSize(t, 0)
@@ -151,24 +148,48 @@ func TestDecoderMemoryLimit(t *testing.T) {
 	rec := b.NewRecordBatch()
 	b.Release()
 	defer rec.Release()
-	var c frameCapture
-	w := flight.NewRecordWriter(&c, ipc.WithSchema(schema), ipc.WithZstd())
-	w.Write(rec)
-	w.Close()
-	body := bytes.Clone(c.msgs[1].DataBody)
+	schemaFrame, data := encodeFrames(t, schema, rec, ipc.WithZstd())
+	body := bytes.Clone(data.DataBody)
 	// Each compressed buffer starts with its int64 decompressed length; claim 64 GiB for all.
 	for off := 0; off+8 <= len(body); off += 8 {
 		if v := binary.LittleEndian.Uint64(body[off:]); v == 8000 {
 			binary.LittleEndian.PutUint64(body[off:], 64<<30)
 		}
 	}
-	d, err := newDecoder(c.msgs[0].DataHeader, newLimitedAllocator(memory.DefaultAllocator, maxDecodedFrameBytes))
+	d, err := newDecoder(schemaFrame.DataHeader, newLimitedAllocator(memory.DefaultAllocator, maxDecodedFrameBytes))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.release()
-	if _, err := d.decode(c.msgs[1].DataHeader, body); err == nil || !strings.Contains(err.Error(), "allocate more than") {
+	if _, err := d.decode(data.DataHeader, body); err == nil || !strings.Contains(err.Error(), "allocate more than") {
 		t.Errorf("decode(64 GiB claim) = %v; want the memory limit error", err)
+	}
+}
+
+// TestLimitedAllocator: allocations count against the limit until freed, and a reallocation that
+// shrinks a buffer is always allowed.
+func TestLimitedAllocator(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	a := newLimitedAllocator(mem, 1000)
+	refused := func(f func()) (err any) {
+		defer func() { err = recover() }()
+		f()
+		return nil
+	}
+	b := a.Allocate(600)
+	if r := refused(func() { a.Free(a.Allocate(500)) }); r != errTooMuchMemory {
+		t.Errorf("Allocate(500) with 600 of 1000 used: recovered %v; want errTooMuchMemory", r)
+	}
+	if r := refused(func() { b = a.Reallocate(10, b) }); r != nil {
+		t.Errorf("Reallocate(600 -> 10) = panic %v; want it allowed", r)
+	}
+	if r := refused(func() { a.Free(a.Allocate(990)) }); r != nil {
+		t.Errorf("Allocate(990) with 10 of 1000 used = panic %v; want it allowed", r)
+	}
+	a.Free(b)
+	if got := a.used.Load(); got != 0 {
+		t.Errorf("used = %d after freeing everything; want 0", got)
 	}
 }
 
@@ -177,6 +198,20 @@ type frameCapture struct{ msgs []*flight.FlightData }
 func (c *frameCapture) Send(fd *flight.FlightData) error {
 	c.msgs = append(c.msgs, &flight.FlightData{DataHeader: bytes.Clone(fd.DataHeader), DataBody: bytes.Clone(fd.DataBody)})
 	return nil
+}
+
+// encodeFrames returns the schema frame and the data frame arrow-go's Flight writer makes of rec.
+func encodeFrames(tb testing.TB, schema *arrow.Schema, rec arrow.RecordBatch, opts ...ipc.Option) (schemaFrame, data *flight.FlightData) {
+	tb.Helper()
+	var c frameCapture
+	w := flight.NewRecordWriter(&c, append(opts, ipc.WithSchema(schema))...)
+	if err := w.Write(rec); err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return c.msgs[0], c.msgs[1]
 }
 
 // FuzzDecoder mutates a schema frame and a data frame; decoding must end in a batch or an error.
@@ -193,11 +228,8 @@ func FuzzDecoder(f *testing.F) {
 		f.Fatal(err)
 	}
 	for _, opts := range [][]ipc.Option{nil, {ipc.WithLZ4()}, {ipc.WithZstd()}} {
-		var c frameCapture
-		w := flight.NewRecordWriter(&c, append(opts, ipc.WithSchema(schema))...)
-		w.Write(rec)
-		w.Close()
-		f.Add(c.msgs[0].DataHeader, c.msgs[1].DataHeader, c.msgs[1].DataBody)
+		schemaFrame, data := encodeFrames(f, schema, rec, opts...)
+		f.Add(schemaFrame.DataHeader, data.DataHeader, data.DataBody)
 	}
 	rec.Release()
 	var files []string

@@ -58,8 +58,10 @@
 //
 // Each stream keeps at most 64 MiB of received frames waiting for the log; the log's queue is
 // bounded too, so a slow disk throttles clients through gRPC flow control. Decoding one frame may
-// allocate at most 256 MiB (a compressed frame that claims more is refused). The committer streams log
-// records through a warehouse Writer one at a time and commits at most 256 MiB of log per Delta commit.
+// allocate at most 256 MiB (in Flight SQL ingest: what the call's decoder holds at once, dictionaries
+// included); a compressed frame that claims more is refused, in every dialect. The committer streams
+// log records through a warehouse Writer one at a time and commits at most 256 MiB of log per Delta
+// commit.
 //
 // # Concurrency
 //

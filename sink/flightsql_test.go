@@ -1,8 +1,12 @@
 package sink_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -12,8 +16,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
+	pb "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/loaderproject/loader/internal/sinkapi"
 	"github.com/loaderproject/loader/sink"
@@ -111,7 +120,7 @@ func TestFlightSQLIngest(t *testing.T) {
 	}
 	for _, s := range steps {
 		n, err := ingest(s.req, sqlSource, s.from, s.n)
-		if got := codesOf(err); got != s.code {
+		if got := status.Code(err); got != s.code {
 			t.Fatalf("%s: ExecuteIngest = %d, %v; want %v", s.name, n, err, s.code)
 		}
 		if s.code == codes.OK && n != int64(s.n) {
@@ -325,10 +334,71 @@ func TestADBCIngest(t *testing.T) {
 func TestFlightSQLUnsupported(t *testing.T) {
 	e := start(t, "")
 	cl := &flightsql.Client{Client: flight.NewClientFromConn(e.conn, nil), Alloc: memory.DefaultAllocator}
-	if _, err := cl.Execute(t.Context(), "SELECT 1"); codesOf(err) != codes.Unimplemented {
+	if _, err := cl.Execute(t.Context(), "SELECT 1"); status.Code(err) != codes.Unimplemented {
 		t.Errorf("Execute(SELECT 1) = %v; want Unimplemented", err)
 	}
-	if _, err := cl.BeginTransaction(t.Context()); codesOf(err) != codes.Unimplemented || !strings.Contains(err.Error(), "transactions") {
+	if _, err := cl.BeginTransaction(t.Context()); status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "transactions") {
 		t.Errorf("BeginTransaction = %v; want Unimplemented naming transactions", err)
+	}
+}
+
+// TestFlightSQLIngestMemoryLimit: a compressed buffer claiming 200 GiB decompressed fails the
+// ingest call with InvalidArgument; it is not allocated (which would crash the whole process).
+func TestFlightSQLIngestMemoryLimit(t *testing.T) {
+	e := start(t, "")
+	name, ts := e.createTable("main.default.bomb", "v BIGINT NOT NULL")
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	for i := range 1000 {
+		b.Append(int64(i))
+	}
+	col := b.NewArray()
+	b.Release()
+	rec := array.NewRecordBatch(ts.Arrow(), []arrow.Array{col}, 1000)
+	col.Release()
+	defer rec.Release()
+	schemaFrame, data := encode(t, ts.Arrow(), []arrow.RecordBatch{rec}, ipc.WithZstd())
+	body := bytes.Clone(data[0].DataBody)
+	claimed := false
+	for off := 0; off+8 <= len(body); off += 8 { // each compressed buffer starts with its decompressed length
+		if binary.LittleEndian.Uint64(body[off:]) == 8000 {
+			binary.LittleEndian.PutUint64(body[off:], 200<<30)
+			claimed = true
+		}
+	}
+	if !claimed {
+		t.Fatal("no compressed buffer of 8000 bytes to enlarge")
+	}
+
+	packed, err := anypb.New(&pb.CommandStatementIngest{Table: name.Table, Schema: &name.Schema, Catalog: &name.Catalog,
+		TableDefinitionOptions: &pb.CommandStatementIngest_TableDefinitionOptions{
+			IfNotExist: pb.CommandStatementIngest_TableDefinitionOptions_TABLE_NOT_EXIST_OPTION_FAIL,
+			IfExists:   pb.CommandStatementIngest_TableDefinitionOptions_TABLE_EXISTS_OPTION_APPEND,
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := proto.Marshal(packed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.client.DoPut(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fd := range []*flight.FlightData{
+		{FlightDescriptor: &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: cmd}, DataHeader: schemaFrame.DataHeader},
+		{DataHeader: data[0].DataHeader, DataBody: body},
+	} {
+		if err := st.Send(fd); err != nil && !errors.Is(err, io.EOF) {
+			t.Fatal(err)
+		}
+	}
+	st.CloseSend()
+	_, err = putResults(st) // the row count (0), then the call's error
+	if s := statusOf(t, err); s.Code() != codes.InvalidArgument || !strings.Contains(s.Message(), "allocate more than") {
+		t.Errorf("ingest of a 200 GiB claim = %v; want InvalidArgument naming the memory limit", err)
+	}
+	if c := e.flushCount(name); c.Committed != 0 {
+		t.Errorf("committed %d rows; want 0", c.Committed)
 	}
 }

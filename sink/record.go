@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/loaderproject/loader/internal/delta"
 )
 
 // The payload of a write-ahead log record:
@@ -115,7 +117,8 @@ func writeIPCStream(w io.Writer, r walRecord) error {
 	return err
 }
 
-// saveRejected keeps a record the table can no longer take as <table>/_sink/rejected/<seq>.arrows.
+// saveRejected durably keeps a record the table can no longer take as
+// <table>/_sink/rejected/<seq>.arrows: once it returns, the record may leave the log.
 func saveRejected(tableDir string, seq uint64, r walRecord) (string, error) {
 	dir := filepath.Join(tableDir, "_sink", "rejected")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -137,12 +140,11 @@ func saveRejected(tableDir string, seq uint64, r walRecord) (string, error) {
 	if err := f.Close(); err != nil {
 		return "", err
 	}
-	d, err := os.Open(dir)
-	if err != nil {
+	// The file's entry in rejected, and rejected's in _sink (which the log's creation made durable).
+	if err := delta.SyncDir(dir); err != nil {
 		return "", err
 	}
-	defer d.Close()
-	return path, d.Sync()
+	return path, delta.SyncDir(filepath.Dir(dir))
 }
 
 func walDir(tableDir string) string { return filepath.Join(tableDir, "_sink", "wal") }

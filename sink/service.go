@@ -9,6 +9,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/util"
 	"google.golang.org/grpc/codes"
@@ -116,7 +117,11 @@ func (svc *service) DoPut(stream flight.FlightService_DoPutServer) error {
 		}
 		return s.ingest(stream, ts, first, dialectFlight)
 	case desc != nil && desc.GetType() == flight.DescriptorCMD:
-		return s.sql.DoPut(&replayStream{FlightService_DoPutServer: stream, first: first})
+		// A router of its own, whose allocator bounds what decoding this call may take, as the
+		// Zerobus decoder's does: a compressed buffer claiming terabytes must fail the call, not
+		// crash the process (Go cannot recover from running out of memory).
+		sql := flightsql.NewFlightServerWithAllocator(s.sqlq, newLimitedAllocator(s.cfg.mem, maxDecodedFrameBytes))
+		return sql.DoPut(&replayStream{FlightService_DoPutServer: stream, first: first})
 	}
 	return status.Errorf(codes.InvalidArgument,
 		"missing %s header: a Zerobus DoPut names its table in that header; a plain Flight DoPut needs a PATH descriptor [catalog, schema, table], a Flight SQL one a CMD descriptor",

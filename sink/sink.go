@@ -30,6 +30,7 @@ type Server struct {
 	log  *slog.Logger
 	grpc *grpc.Server
 	sql  flight.FlightServer // the Flight SQL router, for everything that is not ours
+	sqlq *sqlServer          // what sql routes to
 
 	faults faultState
 
@@ -168,7 +169,8 @@ func New(wh *warehouse.Warehouse, opts ...Option) *Server {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.faults.set(cfg.faults)
-	s.sql = flightsql.NewFlightServerWithAllocator(newSQLServer(s), cfg.mem)
+	s.sqlq = newSQLServer(s)
+	s.sql = flightsql.NewFlightServerWithAllocator(s.sqlq, cfg.mem)
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(zerobus.MaxMessageBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
