@@ -21,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/loaderproject/loader/internal/sinkapi"
 	"github.com/loaderproject/loader/sink"
@@ -142,7 +143,7 @@ func TestKill9(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx := metadataWith(context.Background(), zerobus.HeaderTableName, name.String())
+			ctx := metadata.AppendToOutgoingContext(context.Background(), zerobus.HeaderTableName, name.String())
 			st, err := client.DoPut(ctx)
 			if err != nil {
 				return

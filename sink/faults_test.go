@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/loaderproject/loader/internal/sinkapi"
 	"github.com/loaderproject/loader/sink"
@@ -167,7 +169,7 @@ func TestFaultUnavailable(t *testing.T) {
 		_, err := drain(st)
 		return err
 	}
-	if err := try(); codesOf(err) != codes.Unavailable {
+	if err := try(); status.Code(err) != codes.Unavailable {
 		t.Errorf("first call (installed at start) = %v; want Unavailable", err)
 	}
 	if err := try(); err != nil {
@@ -179,14 +181,14 @@ func TestFaultUnavailable(t *testing.T) {
 	cl := &flightsql.Client{Client: flight.NewClientFromConn(e.conn, nil), Alloc: memory.DefaultAllocator}
 	rec := batch(t, memory.DefaultAllocator, ts.Arrow(), 100, 3)
 	defer rec.Release()
-	rdr, _ := arrayReader(ts.Arrow(), rec)
+	rdr, _ := array.NewRecordReader(ts.Arrow(), []arrow.RecordBatch{rec})
 	defer rdr.Release()
 	_, err := cl.ExecuteIngest(t.Context(), rdr, &flightsql.ExecuteIngestOpts{Table: "u",
 		TableDefinitionOptions: opts(flightsql.TableDefinitionOptionsTableNotExistOptionFail, flightsql.TableDefinitionOptionsTableExistsOptionAppend)})
-	if codesOf(err) != codes.Unavailable {
+	if status.Code(err) != codes.Unavailable {
 		t.Errorf("Flight SQL ingest under the fault = %v; want Unavailable", err)
 	}
-	if err := try(); codesOf(err) != codes.Unavailable {
+	if err := try(); status.Code(err) != codes.Unavailable {
 		t.Errorf("Zerobus call under the fault = %v; want Unavailable", err)
 	}
 	if err := try(); err != nil {
@@ -258,14 +260,14 @@ func TestDiscard(t *testing.T) {
 	bad := arrow.NewSchema([]arrow.Field{{Name: "nope", Type: arrow.PrimitiveTypes.Int64}}, nil)
 	badFrame, _ := encode(t, bad, nil)
 	st = e.zerobus(t.Context(), name.String(), "")
-	if _, err := setup(st, badFrame); codesOf(err) != codes.InvalidArgument {
+	if _, err := setup(st, badFrame); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("bad schema in discard mode = %v; want InvalidArgument", err)
 	}
 	// Flight SQL: counted, not stored, no table created.
 	cl := &flightsql.Client{Client: flight.NewClientFromConn(e.conn, nil), Alloc: memory.DefaultAllocator}
 	rec := batch(t, memory.DefaultAllocator, ts.Arrow(), 0, 7)
 	defer rec.Release()
-	rdr, _ := arrayReader(ts.Arrow(), rec)
+	rdr, _ := array.NewRecordReader(ts.Arrow(), []arrow.RecordBatch{rec})
 	defer rdr.Release()
 	n, err := cl.ExecuteIngest(t.Context(), rdr, &flightsql.ExecuteIngestOpts{Table: "created",
 		TableDefinitionOptions: opts(flightsql.TableDefinitionOptionsTableNotExistOptionCreate, flightsql.TableDefinitionOptionsTableExistsOptionFail)})
@@ -278,7 +280,7 @@ func TestDiscard(t *testing.T) {
 	// Nothing to count: the count actions say so, so clients skip verification.
 	for _, action := range []string{sinkapi.ActionCount, sinkapi.ActionFlush} {
 		var c sinkapi.CountResult
-		if err := e.action(t.Context(), action, []byte(name.String()), &c); codesOf(err) != codes.Unimplemented {
+		if err := e.action(t.Context(), action, []byte(name.String()), &c); status.Code(err) != codes.Unimplemented {
 			t.Errorf("%s in discard mode = %v; want Unimplemented", action, err)
 		}
 	}

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/loaderproject/loader/internal/sinkapi"
 	"github.com/loaderproject/loader/sink"
@@ -81,7 +83,7 @@ func TestPlainFlight(t *testing.T) {
 			w.Close()
 			st.CloseSend()
 			res, err := putResults(st)
-			if code := codesOf(err); code != tc.wantCode {
+			if code := status.Code(err); code != tc.wantCode {
 				t.Fatalf("DoPut ended with %v; want %v", err, tc.wantCode)
 			}
 			if len(res) == 0 || res[0] != readyJSON {
@@ -388,7 +390,7 @@ func TestAuthAllRPCs(t *testing.T) {
 			code  codes.Code
 		}{{"", codes.Unauthenticated}, {"t3", codes.Unauthenticated}, {"t1", codes.OK}, {"t2", codes.OK}} {
 			err := call(withAuth(t.Context(), tc.token))
-			if got := codesOf(err); got != tc.code {
+			if got := status.Code(err); got != tc.code {
 				t.Errorf("%s with token %q = %v; want %v", rpc, tc.token, err, tc.code)
 			}
 		}
@@ -398,8 +400,8 @@ func TestAuthAllRPCs(t *testing.T) {
 		header string
 		code   codes.Code
 	}{{"bearer t1", codes.OK}, {"Basic t1", codes.Unauthenticated}, {"Bearer", codes.Unauthenticated}} {
-		err := calls["DoAction"](metadataWith(t.Context(), "authorization", tc.header))
-		if got := codesOf(err); got != tc.code {
+		err := calls["DoAction"](metadata.AppendToOutgoingContext(t.Context(), "authorization", tc.header))
+		if got := status.Code(err); got != tc.code {
 			t.Errorf("authorization %q = %v; want %v", tc.header, err, tc.code)
 		}
 	}

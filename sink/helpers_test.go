@@ -20,10 +20,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/loaderproject/loader/internal/sinkapi"
 	"github.com/loaderproject/loader/sink"
@@ -399,18 +397,4 @@ func contains(s string, subs ...string) []string {
 		}
 	}
 	return missing
-}
-
-func metadataWith(ctx context.Context, kv ...string) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, kv...)
-}
-
-func arrayRecordFromJSON(schema *arrow.Schema, js string) (arrow.RecordBatch, int64, error) {
-	return array.RecordFromJSON(memory.DefaultAllocator, schema, strings.NewReader(js))
-}
-
-func codesOf(err error) codes.Code { return status.Code(err) }
-
-func arrayReader(schema *arrow.Schema, recs ...arrow.RecordBatch) (array.RecordReader, error) {
-	return array.NewRecordReader(schema, recs)
 }

@@ -57,6 +57,14 @@ type putStream struct {
 	dialect dialect
 	faults  streamFaults
 	budget  *semaphore.Weighted
+
+	// The receiving goroutine's state.
+	schemaHeader []byte              // the schema frame's IPC message, stored with every frame
+	dec          *decoder            // decodes data frames against that schema
+	schema       *tableschema.Schema // the table schema frames are checked against
+	gen          uint64              // schema's generation (tableState.currentSchema)
+	expected     int64               // next offset_id
+	records      int64               // rows received so far, cumulative as acks report them
 }
 
 func invalidf(format string, args ...any) error {
@@ -89,17 +97,19 @@ func (s *Server) ingest(stream flight.FlightService_DoPutServer, ts *tableState,
 		s: s, ts: ts, stream: stream, dialect: d,
 		faults: s.faults.forStream(),
 		budget: semaphore.NewWeighted(streamBudget),
+
+		schemaHeader: first.GetDataHeader(), dec: dec, schema: schema, gen: gen,
 	}
 	if err := stream.Send(&flight.PutResult{AppMetadata: zerobus.Ready().Marshal()}); err != nil {
 		return err
 	}
 	s.log.Debug("sink: stream ready", "table", ts.name.String(), "dialect", d.String())
-	return p.run(first.GetDataHeader(), dec, schema, gen)
+	return p.run()
 }
 
 // run receives data frames until the client half-closes, with one goroutine receiving and one
 // sending acks, and returns the call's status.
-func (p *putStream) run(schemaHeader []byte, dec *decoder, schema *tableschema.Schema, gen uint64) (err error) {
+func (p *putStream) run() (err error) {
 	ctx, cancel := context.WithCancelCause(p.stream.Context())
 	defer cancel(nil)
 
@@ -151,11 +161,7 @@ func (p *putStream) run(schemaHeader []byte, dec *decoder, schema *tableschema.S
 		}
 	}()
 
-	var (
-		expected int64 // next offset_id
-		records  int64
-		nframes  int
-	)
+	nframes := 0
 	for {
 		var r recvResult
 		select {
@@ -167,28 +173,27 @@ func (p *putStream) run(schemaHeader []byte, dec *decoder, schema *tableschema.S
 			if aerr := finish(true); aerr != nil {
 				return ackStatus(ctx, aerr)
 			}
-			return status.Errorf(codes.Unavailable, "sink is shutting down: rows acknowledged up to offset %d are durable; reconnect and send the rest", expected-1)
+			return status.Errorf(codes.Unavailable, "sink is shutting down: rows acknowledged up to offset %d are durable; reconnect and send the rest", p.expected-1)
 		}
 		if errors.Is(r.err, io.EOF) {
 			// Half-close: acknowledge everything, then end OK.
 			if aerr := finish(true); aerr != nil {
 				return ackStatus(ctx, aerr)
 			}
-			p.s.log.Debug("sink: stream done", "table", p.ts.name.String(), "frames", nframes, "rows", records)
+			p.s.log.Debug("sink: stream done", "table", p.ts.name.String(), "frames", nframes, "rows", p.records)
 			return nil
 		}
 		if r.err != nil {
 			return r.err
 		}
 		nframes++
-		fd := r.fd
 		if p.faults.dropAfter > 0 && nframes >= p.faults.dropAfter {
 			if aerr := finish(true); aerr != nil {
 				return ackStatus(ctx, aerr)
 			}
 			return status.Errorf(codes.Unavailable, "sink fault injection: stream dropped at data frame %d (drop_after_frames)", nframes)
 		}
-		item, perr := p.frame(ctx, fd, expected, &records, dec, &schema, &gen, schemaHeader)
+		item, perr := p.frame(ctx, r.fd)
 		if perr != nil {
 			// Acknowledge what is already durable so the client replays as little as possible.
 			if aerr := finish(true); aerr != nil && ctx.Err() == nil {
@@ -202,7 +207,7 @@ func (p *putStream) run(schemaHeader []byte, dec *decoder, schema *tableschema.S
 			finished = true
 			return ackStatus(ctx, err)
 		}
-		expected++
+		p.expected++
 	}
 }
 
@@ -220,53 +225,52 @@ func ackStatus(ctx context.Context, err error) error {
 	return status.Errorf(codes.Unavailable, "%v", err)
 }
 
-// frame checks, decodes and stores one data frame.
-func (p *putStream) frame(ctx context.Context, fd *flight.FlightData, expected int64, records *int64,
-	dec *decoder, schema **tableschema.Schema, gen *uint64, schemaHeader []byte) (ackItem, error) {
-	offset := expected
+// frame checks, decodes and stores the data frame numbered p.expected.
+func (p *putStream) frame(ctx context.Context, fd *flight.FlightData) (ackItem, error) {
+	offset := p.expected
 	if meta := fd.GetAppMetadata(); p.dialect == dialectZerobus || len(meta) > 0 {
 		got, err := zerobus.ParseFrameMetadata(meta)
 		if err != nil {
-			return ackItem{}, invalidf("data frame after offset %d: %v", expected-1, err)
+			return ackItem{}, invalidf("data frame after offset %d: %v", p.expected-1, err)
 		}
 		offset = got
 	}
-	if offset != expected {
-		return ackItem{}, zerobus.NonIncrementalOffsetError(expected, offset)
+	if offset != p.expected {
+		return ackItem{}, zerobus.NonIncrementalOffsetError(p.expected, offset)
 	}
 	if len(fd.GetDataHeader()) == 0 {
 		return ackItem{}, invalidf("data frame at offset %d: data_header is empty; want an IPC RecordBatch message", offset)
 	}
 	// The table's schema was replaced (Flight SQL): the stream must still fit it.
-	if cur, g := p.ts.currentSchema(); g != *gen {
-		if se := zerobus.ValidateSchema(cur, dec.schema); se != nil {
+	if cur, g := p.ts.currentSchema(); g != p.gen {
+		if se := zerobus.ValidateSchema(cur, p.dec.schema); se != nil {
 			return ackItem{}, se
 		}
-		*schema, *gen = cur, g
+		p.schema, p.gen = cur, g
 	}
-	rec, err := dec.decode(fd.GetDataHeader(), fd.GetDataBody())
+	rec, err := p.dec.decode(fd.GetDataHeader(), fd.GetDataBody())
 	if err != nil {
 		return ackItem{}, invalidf("data frame at offset %d %v", offset, err)
 	}
 	rows := rec.NumRows()
-	err = checkBatch(*schema, rec)
+	err = checkBatch(p.schema, rec)
 	rec.Release()
 	if err != nil {
 		return ackItem{}, invalidf("data frame at offset %d: %v", offset, err)
 	}
-	*records += rows
-	item := ackItem{offset: offset, records: *records}
+	p.records += rows
+	item := ackItem{offset: offset, records: p.records}
 	if p.ts.wal == nil || rows == 0 {
 		return item, nil
 	}
-	size := int64(len(schemaHeader) + len(fd.GetDataHeader()) + len(fd.GetDataBody()))
+	size := int64(len(p.schemaHeader) + len(fd.GetDataHeader()) + len(fd.GetDataBody()))
 	item.size = min(size, streamBudget)
 	if err := p.budget.Acquire(ctx, item.size); err != nil {
 		return ackItem{}, ackStatus(ctx, err)
 	}
 	ts := p.ts
 	fut, err := ts.wal.AppendFunc(ctx, func(uint64) { ts.pending.Add(rows) },
-		recordParts(rows, nil, schemaHeader, fd.GetDataHeader(), fd.GetDataBody())...)
+		recordParts(rows, nil, p.schemaHeader, fd.GetDataHeader(), fd.GetDataBody())...)
 	if err != nil {
 		p.budget.Release(item.size)
 		if ctx.Err() != nil {

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/loaderproject/loader/sink"
@@ -204,7 +206,7 @@ func TestSetupErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := withAuth(t.Context(), tc.token)
 			if tc.table != "" {
-				ctx = metadataWith(ctx, zerobus.HeaderTableName, tc.table)
+				ctx = metadata.AppendToOutgoingContext(ctx, zerobus.HeaderTableName, tc.table)
 			}
 			stream, err := e.client.DoPut(ctx)
 			if err != nil {
@@ -391,7 +393,7 @@ func TestCorruptFrames(t *testing.T) {
 
 func arrowDictBatch(t *testing.T, schema *arrow.Schema) arrow.RecordBatch {
 	t.Helper()
-	rec, _, err := arrayRecordFromJSON(schema, `[{"s":"a"},{"s":"b"},{"s":"a"}]`)
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, schema, strings.NewReader(`[{"s":"a"},{"s":"b"},{"s":"a"}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +427,7 @@ func TestCancelledClient(t *testing.T) {
 	schemaFrame, _ := encode(t, ts.Arrow(), nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	st, err := e.client.DoPut(metadataWith(ctx, zerobus.HeaderTableName, name.String()))
+	st, err := e.client.DoPut(metadata.AppendToOutgoingContext(ctx, zerobus.HeaderTableName, name.String()))
 	if err == nil {
 		_, err = setup(st, schemaFrame)
 	}

@@ -37,10 +37,10 @@ const (
 	MaxRecordBytes = 64 << 20
 	// DefaultSegmentBytes is the size at which a segment is closed and a new one started.
 	DefaultSegmentBytes = 64 << 20
-	// DefaultMaxGroupBytes bounds the bytes written by one group commit.
-	DefaultMaxGroupBytes = 32 << 20
-	// DefaultMaxQueuedBytes bounds the bytes waiting for the writer; Append blocks beyond it.
-	DefaultMaxQueuedBytes = 256 << 20
+	// maxGroupBytes bounds the bytes written by one group commit.
+	maxGroupBytes = 32 << 20
+	// maxQueuedBytes bounds the payload bytes waiting for the writer; Append blocks beyond it.
+	maxQueuedBytes = 256 << 20
 
 	magic      = "LDRWAL\x00\x01"
 	headerSize = 16
@@ -54,20 +54,16 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type Option func(*config)
 
 type config struct {
-	segmentBytes   int64
-	maxGroupBytes  int
-	maxQueuedBytes int64
-	floor          uint64
-	onRecord       func(seq uint64, payload []byte)
-	log            *slog.Logger
+	segmentBytes int64
+	floor        uint64
+	onRecord     func(seq uint64, payload []byte)
+	log          *slog.Logger
 }
 
 func newConfig(opts []Option) config {
 	c := config{
-		segmentBytes:   DefaultSegmentBytes,
-		maxGroupBytes:  DefaultMaxGroupBytes,
-		maxQueuedBytes: DefaultMaxQueuedBytes,
-		log:            slog.New(slog.DiscardHandler),
+		segmentBytes: DefaultSegmentBytes,
+		log:          slog.New(slog.DiscardHandler),
 	}
 	for _, o := range opts {
 		o(&c)
@@ -79,12 +75,6 @@ func newConfig(opts []Option) config {
 // values below 4 KiB are raised to 4 KiB.
 func WithSegmentBytes(n int64) Option {
 	return func(c *config) { c.segmentBytes = max(n, 4<<10) }
-}
-
-// WithMaxQueuedBytes bounds the payload bytes queued for the writer; Append waits beyond it. Default
-// DefaultMaxQueuedBytes; values below MaxRecordBytes are raised to MaxRecordBytes.
-func WithMaxQueuedBytes(n int64) Option {
-	return func(c *config) { c.maxQueuedBytes = max(n, MaxRecordBytes) }
 }
 
 // WithFloor makes new sequence numbers start above floor even when the log holds no record that
@@ -177,7 +167,7 @@ func Open(dir string, opts ...Option) (*WAL, error) {
 		dir:    dir,
 		cfg:    cfg,
 		lock:   lock,
-		queued: semaphore.NewWeighted(cfg.maxQueuedBytes),
+		queued: semaphore.NewWeighted(maxQueuedBytes),
 		reqs:   make(chan *request, 4096),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
@@ -191,9 +181,6 @@ func Open(dir string, opts ...Option) (*WAL, error) {
 	go w.writer()
 	return w, nil
 }
-
-// Dir returns the log's directory.
-func (w *WAL) Dir() string { return w.dir }
 
 // listSegments returns the segment files of dir sorted by their first sequence number.
 func listSegments(dir string) ([]*segment, error) {
@@ -477,24 +464,19 @@ func (w *WAL) AppendFunc(ctx context.Context, onDurable func(seq uint64), parts 
 // LastSeq returns the sequence number of the last durable record (0 when there is none).
 func (w *WAL) LastSeq() uint64 { return w.durable.Load() }
 
-// Stats describes the log on disk.
+// Stats describes the log, for tests that watch segments come and go and group commits happen.
 type Stats struct {
+	// Segments counts the segment files, the active one included.
 	Segments int
-	Bytes    int64
-	LastSeq  uint64
 	// Groups counts the group commits (one write and one fsync each) since Open.
 	Groups uint64
 }
 
-// Stats returns the number of segments and their total size.
+// Stats returns the log's Stats.
 func (w *WAL) Stats() Stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := Stats{Segments: len(w.segs), LastSeq: w.durable.Load(), Groups: w.groups.Load()}
-	for _, s := range w.segs {
-		st.Bytes += s.size
-	}
-	return st
+	return Stats{Segments: len(w.segs), Groups: w.groups.Load()}
 }
 
 func (w *WAL) writer() {
@@ -523,7 +505,7 @@ func (w *WAL) gather(group []*request, final bool) []*request {
 	for _, r := range group {
 		size += r.size
 	}
-	for final || size < w.cfg.maxGroupBytes {
+	for final || size < maxGroupBytes {
 		select {
 		case r := <-w.reqs:
 			group = append(group, r)
@@ -588,7 +570,7 @@ func (w *WAL) writeGroup(group []*request) error {
 		r.p.seq = seq
 		seq++
 	}
-	if cap(w.buf) > 4*w.cfg.maxGroupBytes {
+	if cap(w.buf) > 4*maxGroupBytes {
 		w.buf = nil // do not keep an outsized buffer after a huge record
 	} else {
 		w.buf = buf[:0]
