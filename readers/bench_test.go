@@ -98,3 +98,42 @@ func BenchmarkCSVReadUnit(b *testing.B) {
 	}
 	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
 }
+
+// BenchmarkIPCFileReadUnit reads Arrow IPC files of many small record batches unit by unit (a unit
+// groups batches up to WithBatchBytes), so the work each unit repeats (footer, dictionaries, checks)
+// shows up as the batch count grows. Bytes are the file's size.
+func BenchmarkIPCFileReadUnit(b *testing.B) {
+	for _, batches := range []int{100, 2000} {
+		b.Run(fmt.Sprintf("batches=%d", batches), func(b *testing.B) {
+			gen := memory.NewGoAllocator()
+			recs := make([]arrow.RecordBatch, batches)
+			for i := range recs {
+				recs[i] = testRecord(b, gen, i*20, 20)
+				defer recs[i].Release()
+			}
+			path := filepath.Join(b.TempDir(), "many.arrow")
+			writeIPC(b, path, recs, false)
+			st, err := os.Stat(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			src, err := readers.Open(context.Background(), readers.File{Path: path}, readers.WithBatchBytes(64<<10))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer src.Close()
+			b.SetBytes(st.Size())
+			b.ReportAllocs()
+			b.ResetTimer()
+			var rows int64
+			for i := 0; i < b.N; i++ {
+				for _, u := range src.Units() {
+					if err := src.ReadUnit(context.Background(), u.Index, func(r arrow.RecordBatch) error { rows += r.NumRows(); return nil }); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}

@@ -27,7 +27,6 @@ type conv interface {
 	parse(b []byte, quoted bool) (reason string)
 	commit()
 	null()
-	builder() array.Builder
 }
 
 type convOptions struct {
@@ -57,7 +56,7 @@ func unsafeString(b []byte) string {
 // csvType is the Arrow type a CSV column is parsed into for a table column: the canonical type.
 func csvType(t tableschema.Type) arrow.DataType { return t.Arrow() }
 
-// newConv returns the converter for dt. dec is set for DECIMAL columns (text validated and
+// newConv returns the converter into builder b. dec is set for DECIMAL columns (text validated and
 // normalised to the scale).
 func newConv(mem memory.Allocator, b array.Builder, dec *tableschema.Type, o *convOptions) conv {
 	base := convBase{o: o}
@@ -65,28 +64,28 @@ func newConv(mem memory.Allocator, b array.Builder, dec *tableschema.Type, o *co
 	case *array.BooleanBuilder:
 		return &boolConv{convBase: base, b: bb}
 	case *array.Int8Builder:
-		return &intConv[int8]{convBase: base, app: bb.Append, nul: bb.AppendNull, b: bb, bits: 8}
+		return &intConv[int8]{convBase: base, app: bb.Append, nul: bb.AppendNull, bits: 8}
 	case *array.Int16Builder:
-		return &intConv[int16]{convBase: base, app: bb.Append, nul: bb.AppendNull, b: bb, bits: 16}
+		return &intConv[int16]{convBase: base, app: bb.Append, nul: bb.AppendNull, bits: 16}
 	case *array.Int32Builder:
-		return &intConv[int32]{convBase: base, app: bb.Append, nul: bb.AppendNull, b: bb, bits: 32}
+		return &intConv[int32]{convBase: base, app: bb.Append, nul: bb.AppendNull, bits: 32}
 	case *array.Int64Builder:
-		return &intConv[int64]{convBase: base, app: bb.Append, nul: bb.AppendNull, b: bb, bits: 64}
+		return &intConv[int64]{convBase: base, app: bb.Append, nul: bb.AppendNull, bits: 64}
 	case *array.Float32Builder:
-		return &floatConv[float32]{convBase: base, app: bb.Append, nul: bb.AppendNull, b: bb, bits: 32}
+		return &floatConv[float32]{convBase: base, app: bb.Append, nul: bb.AppendNull, bits: 32}
 	case *array.Float64Builder:
-		return &floatConv[float64]{convBase: base, app: bb.Append, nul: bb.AppendNull, b: bb, bits: 64}
+		return &floatConv[float64]{convBase: base, app: bb.Append, nul: bb.AppendNull, bits: 64}
 	case *array.Date32Builder:
 		return &dateConv{convBase: base, b: bb}
 	case *array.TimestampBuilder:
-		return &tsConv{convBase: base, b: bb, zoned: bb.Type().(*arrow.TimestampType).TimeZone != ""}
+		return &tsConv{convBase: base, b: bb}
 	case *array.LargeStringBuilder:
 		if dec != nil {
-			return &decConv{convBase: base, b: bb.BinaryBuilder, bld: bb, prec: dec.Precision, scale: dec.Scale}
+			return &decConv{convBase: base, b: bb.BinaryBuilder, prec: dec.Precision, scale: dec.Scale}
 		}
-		return &textConv{convBase: base, b: bb.BinaryBuilder, bld: bb}
+		return &textConv{convBase: base, b: bb.BinaryBuilder}
 	case *array.BinaryBuilder: // large_binary: the field's bytes as they are
-		return &textConv{convBase: base, b: bb, bld: bb}
+		return &textConv{convBase: base, b: bb}
 	}
 	return &jsonConv{convBase: base, b: b, mem: mem}
 }
@@ -102,8 +101,7 @@ type boolConv struct {
 	v bool
 }
 
-func (c *boolConv) builder() array.Builder { return c.b }
-func (c *boolConv) null()                  { c.b.AppendNull() }
+func (c *boolConv) null() { c.b.AppendNull() }
 func (c *boolConv) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNull(b); c.isNull {
 		return ""
@@ -128,15 +126,13 @@ func (c *boolConv) commit() {
 
 type intConv[T int8 | int16 | int32 | int64] struct {
 	convBase
-	b    array.Builder
 	app  func(T)
 	nul  func()
 	bits int
 	v    T
 }
 
-func (c *intConv[T]) builder() array.Builder { return c.b }
-func (c *intConv[T]) null()                  { c.nul() }
+func (c *intConv[T]) null() { c.nul() }
 func (c *intConv[T]) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNull(b); c.isNull {
 		return ""
@@ -161,15 +157,13 @@ func (c *intConv[T]) commit() {
 
 type floatConv[T float32 | float64] struct {
 	convBase
-	b    array.Builder
 	app  func(T)
 	nul  func()
 	bits int
 	v    T
 }
 
-func (c *floatConv[T]) builder() array.Builder { return c.b }
-func (c *floatConv[T]) null()                  { c.nul() }
+func (c *floatConv[T]) null() { c.nul() }
 func (c *floatConv[T]) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNull(b); c.isNull {
 		return ""
@@ -194,13 +188,11 @@ func (c *floatConv[T]) commit() {
 
 type textConv struct {
 	convBase
-	b   *array.BinaryBuilder
-	bld array.Builder
-	v   []byte
+	b *array.BinaryBuilder
+	v []byte
 }
 
-func (c *textConv) builder() array.Builder { return c.bld }
-func (c *textConv) null()                  { c.b.AppendNull() }
+func (c *textConv) null() { c.b.AppendNull() }
 func (c *textConv) parse(b []byte, quoted bool) string {
 	c.isNull = (!quoted || c.o.stringNulls) && c.o.isNull(b)
 	c.v = b
@@ -217,13 +209,11 @@ func (c *textConv) commit() {
 type decConv struct {
 	convBase
 	b           *array.BinaryBuilder
-	bld         array.Builder
 	prec, scale int
 	v           []byte
 }
 
-func (c *decConv) builder() array.Builder { return c.bld }
-func (c *decConv) null()                  { c.b.AppendNull() }
+func (c *decConv) null() { c.b.AppendNull() }
 func (c *decConv) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNull(b); c.isNull {
 		return ""
@@ -246,8 +236,7 @@ type dateConv struct {
 	v arrow.Date32
 }
 
-func (c *dateConv) builder() array.Builder { return c.b }
-func (c *dateConv) null()                  { c.b.AppendNull() }
+func (c *dateConv) null() { c.b.AppendNull() }
 func (c *dateConv) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNull(b); c.isNull {
 		return ""
@@ -278,13 +267,11 @@ func (c *dateConv) commit() {
 type tsConv struct {
 	convBase
 	b       *array.TimestampBuilder
-	zoned   bool
 	v       arrow.Timestamp
 	scratch []byte
 }
 
-func (c *tsConv) builder() array.Builder { return c.b }
-func (c *tsConv) null()                  { c.b.AppendNull() }
+func (c *tsConv) null() { c.b.AppendNull() }
 func (c *tsConv) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNull(b); c.isNull {
 		return ""
@@ -322,6 +309,9 @@ func timeMicros(t time.Time) (int64, bool) {
 	return sec*1_000_000 + int64(t.Nanosecond()/1000), true
 }
 
+// tsLayouts are the forms parseTimestamp reads without a layout. Each text fits at most one of
+// them (a "Z" fits the three zone forms alike, with the same result), which tsLayoutOf tells from
+// its shape.
 var tsLayouts = []string{
 	"2006-01-02T15:04:05.999999999Z07:00",
 	"2006-01-02T15:04:05.999999999Z0700",
@@ -331,8 +321,33 @@ var tsLayouts = []string{
 	time.DateOnly,
 }
 
+// tsLayoutOf returns the index in tsLayouts of the layout s has the shape of, or -1. The zone is
+// told from the end of s: beyond the 19 bytes of date and time, a sign can only start a zone.
+func tsLayoutOf(s string) int {
+	n := len(s)
+	switch {
+	case n == 10:
+		return 5
+	case n == 16:
+		return 4
+	case n < 19:
+		return -1
+	case s[n-1] == 'Z':
+		return 0
+	case n >= 25 && (s[n-6] == '+' || s[n-6] == '-') && s[n-3] == ':':
+		return 0
+	case n >= 24 && (s[n-5] == '+' || s[n-5] == '-'):
+		return 1
+	case n >= 22 && (s[n-3] == '+' || s[n-3] == '-'):
+		return 2
+	}
+	return 3
+}
+
 // parseTimestamp parses RFC 3339 and its common variants (a space for the T, no zone meaning UTC,
-// a zone without a colon, a bare date), or layout when given. A value without a zone is UTC.
+// a zone without a colon, a bare date), or layout when given. A value without a zone is UTC. The
+// layout its shape names is tried first, so a valid value is parsed once; the others follow (a
+// failed time.Parse costs allocations, and bad values are rare).
 func parseTimestamp(b []byte, layout string, scratch []byte) (time.Time, bool, []byte) {
 	if layout != "" {
 		t, err := time.Parse(layout, unsafeString(b))
@@ -344,7 +359,16 @@ func parseTimestamp(b []byte, layout string, scratch []byte) (time.Time, bool, [
 		b = scratch
 	}
 	s := unsafeString(b)
-	for _, l := range tsLayouts {
+	guess := tsLayoutOf(s)
+	if guess >= 0 {
+		if t, err := time.Parse(tsLayouts[guess], s); err == nil {
+			return t, true, scratch
+		}
+	}
+	for i, l := range tsLayouts {
+		if i == guess {
+			continue
+		}
 		if t, err := time.Parse(l, s); err == nil {
 			return t, true, scratch
 		}
@@ -361,6 +385,9 @@ func hasZone(s string) bool {
 	return strings.ContainsAny(rest, "Zz+") || strings.LastIndexByte(rest, '-') > 0
 }
 
+// jsonConv parses ARRAY, MAP and STRUCT fields as JSON. A field is parsed twice: once on a
+// scratch builder to check it, then into the column when its row commits (arrow-go's builders
+// cannot take a value back).
 type jsonConv struct {
 	convBase
 	b       array.Builder
@@ -369,8 +396,7 @@ type jsonConv struct {
 	v       []byte
 }
 
-func (c *jsonConv) builder() array.Builder { return c.b }
-func (c *jsonConv) null()                  { c.b.AppendNull() }
+func (c *jsonConv) null() { c.b.AppendNull() }
 func (c *jsonConv) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNull(b); c.isNull {
 		return ""
@@ -379,7 +405,8 @@ func (c *jsonConv) parse(b []byte, _ bool) string {
 	if c.scratch == nil {
 		c.scratch = array.NewBuilder(c.mem, c.b.Type())
 	}
-	err := c.scratch.AppendValueFromString(string(b))
+	// The builders decode the text into their own buffers, so it may view the field.
+	err := c.scratch.AppendValueFromString(unsafeString(b))
 	c.scratch.NewArray().Release()
 	if err != nil {
 		return fmt.Sprintf("not JSON for %s", c.b.Type())
@@ -392,7 +419,7 @@ func (c *jsonConv) commit() {
 		c.b.AppendNull()
 		return
 	}
-	if err := c.b.AppendValueFromString(string(c.v)); err != nil {
+	if err := c.b.AppendValueFromString(unsafeString(c.v)); err != nil {
 		panic(fmt.Errorf("a JSON value that parsed once does not parse again: %w", err))
 	}
 }

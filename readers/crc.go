@@ -51,7 +51,8 @@ func verifyRowGroupCRC(r io.ReaderAt, size int64, rg *metadata.RowGroupMetaData)
 
 func verifyChunkCRC(r io.ReaderAt, start, length int64, column string) error {
 	// Stream the chunk: page headers are parsed from a small window, bodies are hashed as they are
-	// read, so memory stays bounded whatever the chunk size.
+	// read (starting with the part the window already holds), so memory stays bounded whatever the
+	// chunk size and each byte is read once.
 	var window [64 << 10]byte
 	pos := int64(0)
 	for pos < length {
@@ -65,11 +66,18 @@ func verifyChunkCRC(r io.ReaderAt, start, length int64, column string) error {
 			return nil
 		}
 		if h.hasCRC {
-			sum := crc32.NewIEEE()
-			if _, err := io.Copy(sum, io.NewSectionReader(r, start+pos+int64(hl), int64(h.compressed))); err != nil {
-				return nil
+			head := w[hl:min(len(w), hl+int(h.compressed))]
+			sum := crc32.ChecksumIEEE(head)
+			off, rest := start+pos+int64(len(w)), int64(h.compressed)-int64(len(head))
+			for rest > 0 {
+				b := window[:min(int64(len(window)), rest)]
+				if n, _ := r.ReadAt(b, off); n < len(b) {
+					return nil
+				}
+				sum = crc32.Update(sum, crc32.IEEETable, b)
+				off, rest = off+int64(len(b)), rest-int64(len(b))
 			}
-			if sum.Sum32() != uint32(h.crc) {
+			if sum != uint32(h.crc) {
 				return &errCRC{column: column, offset: start + pos}
 			}
 		}

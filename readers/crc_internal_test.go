@@ -1,8 +1,11 @@
 package readers
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,6 +72,47 @@ func TestParsePageHeaderGarbage(t *testing.T) {
 	for _, b := range [][]byte{nil, {0x15}, {0x19, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, {0x1c, 0x1c, 0x1c, 0x1c}} {
 		if _, _, ok := parsePageHeader(b); ok {
 			t.Errorf("parsePageHeader(%x) ok; want a failure", b)
+		}
+	}
+}
+
+// TestChunkChecksumAcrossWindows checks pages larger than the 64 KiB window verifyChunkCRC reads
+// headers through: a good chunk of three pages passes, and a flipped byte far into any page's body
+// fails naming that page.
+func TestChunkChecksumAcrossWindows(t *testing.T) {
+	zigzag := func(b []byte, v int32) []byte { return binary.AppendUvarint(b, uint64(uint32(v<<1)^uint32(v>>31))) }
+	var chunk []byte
+	var pages, bodies []int64
+	for i, size := range []int{200_000, 10, 70_000} {
+		body := make([]byte, size)
+		for k := range body {
+			body[k] = byte(k*7 + i)
+		}
+		pages = append(pages, int64(len(chunk)))
+		// PageHeader: 1: type, 2: uncompressed size, 3: compressed size, 4: crc (i32 each), stop
+		h := []byte{0x15}
+		h = zigzag(h, 0)
+		h = append(h, 0x15)
+		h = zigzag(h, int32(size))
+		h = append(h, 0x15)
+		h = zigzag(h, int32(size))
+		h = append(h, 0x15)
+		h = zigzag(h, int32(crc32.ChecksumIEEE(body)))
+		h = append(h, 0)
+		chunk = append(chunk, h...)
+		bodies = append(bodies, int64(len(chunk)))
+		chunk = append(chunk, body...)
+	}
+	check := func(b []byte) error { return verifyChunkCRC(bytes.NewReader(b), 0, int64(len(b)), "c") }
+	if err := check(chunk); err != nil {
+		t.Fatalf("verifyChunkCRC(good chunk) = %v", err)
+	}
+	for i, at := range []int64{bodies[0] + 150_000, bodies[1] + 9, bodies[2] + 69_000} {
+		bad := append([]byte(nil), chunk...)
+		bad[at] ^= 1
+		var ce *errCRC
+		if err := check(bad); !errors.As(err, &ce) || ce.offset != pages[i] {
+			t.Errorf("verifyChunkCRC(byte %d flipped) = %v; want a checksum error for the page at %d", at, err, pages[i])
 		}
 	}
 }

@@ -289,13 +289,20 @@ func TestCSVOnBadRow(t *testing.T) {
 			t.Errorf("bad row %d = %+v; want line %d column %q fields %q", i, bad[i], w.line, w.column, w.fields)
 		}
 	}
-	stop := errors.New("quarantine full")
+	// A second read of the unit hands the same bad rows over again.
 	err = src.ReadUnit(context.Background(), 0, func(arrow.RecordBatch) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	src2, _ := readers.Open(context.Background(), readers.File{Path: path}, readers.WithAllocator(mem), readers.WithTable(table),
+	if len(bad) != 2*len(want) || fmt.Sprint(bad[len(want):]) != fmt.Sprint(bad[:len(want)]) {
+		t.Errorf("bad rows after a second read = %+v; want the first %d again", bad, len(want))
+	}
+	stop := errors.New("quarantine full")
+	src2, err := readers.Open(context.Background(), readers.File{Path: path}, readers.WithAllocator(mem), readers.WithTable(table),
 		readers.WithCSV(readers.CSVOptions{OnBadRow: func(readers.BadRow) error { return stop }}))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer src2.Close()
 	if err := src2.ReadUnit(context.Background(), 0, func(arrow.RecordBatch) error { return nil }); !errors.Is(err, stop) {
 		t.Errorf("ReadUnit with a failing OnBadRow = %v; want its error", err)

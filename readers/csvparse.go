@@ -25,7 +25,7 @@ type tokenizer struct {
 	scratch []byte
 }
 
-// errSyntax is a CSV syntax error at a line.
+// syntaxError is a CSV syntax error at a line.
 type syntaxError struct {
 	line   int64
 	reason string

@@ -311,23 +311,24 @@ var (
 	magicZstd       = []byte{0x28, 0xb5, 0x2f, 0xfd}
 )
 
-// sniff reads the first bytes of a file and tells the format they show, FormatUnknown if none.
-func sniff(path string) (Format, int64, error) {
+// sniff reads the first bytes of a file and tells the format they show, FormatUnknown if none. It
+// returns the bytes it read too.
+func sniff(path string) (Format, []byte, int64, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return FormatUnknown, 0, err
+		return FormatUnknown, nil, 0, err
 	}
 	defer fh.Close()
 	st, err := fh.Stat()
 	if err != nil {
-		return FormatUnknown, 0, err
+		return FormatUnknown, nil, 0, err
 	}
 	head := make([]byte, 8)
 	n, err := io.ReadFull(fh, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return FormatUnknown, st.Size(), err
+		return FormatUnknown, nil, st.Size(), err
 	}
-	return sniffBytes(head[:n], st.Size()), st.Size(), nil
+	return sniffBytes(head[:n], st.Size()), head[:n], st.Size(), nil
 }
 
 func sniffBytes(head []byte, size int64) Format {
@@ -356,7 +357,7 @@ func legacyStreamPrefix(head []byte, size int64) bool {
 
 // detectFormat decides a file's format from its extension (or force) and its magic bytes.
 func detectFormat(path string, force Format) (Format, error) {
-	byMagic, size, err := sniff(path)
+	byMagic, head, size, err := sniff(path)
 	if err != nil {
 		return FormatUnknown, fmt.Errorf("%s: %w", path, err)
 	}
@@ -373,14 +374,8 @@ func detectFormat(path string, force Format) (Format, error) {
 	case byExt == FormatIPCFile || byExt == FormatIPCStream:
 		// no magic: a legacy stream (length prefix without continuation), or a corrupt file that
 		// Open will report
-		fh, err := os.Open(path)
-		if err == nil {
-			head := make([]byte, 4)
-			n, _ := io.ReadFull(fh, head)
-			fh.Close()
-			if legacyStreamPrefix(head[:n], size) {
-				return FormatIPCStream, nil
-			}
+		if legacyStreamPrefix(head, size) {
+			return FormatIPCStream, nil
 		}
 		return byExt, nil
 	case byExt != FormatUnknown:

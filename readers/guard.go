@@ -83,7 +83,7 @@ func corrupt(where string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrCorrupt, where, err)
 }
 
-// unitName renders "file: what index".
+// unitWhere renders "file: what index".
 func unitWhere(path, what string, i int) string { return fmt.Sprintf("%s: %s %d", path, what, i) }
 
 // sliceBatches calls fn with rec cut into slices of about batchBytes (zero copy), so that a file

@@ -47,7 +47,7 @@ func openIPCFile(ctx context.Context, f File, cfg *config) (src Source, err erro
 	var batchRows []int64
 	err = guard(func() error {
 		var err error
-		if batchRows, err = precheckFile(fh, f.Size); err != nil {
+		if batchRows, err = precheckFile(fh, f.Size, 0, -1); err != nil {
 			return err
 		}
 		r, err := ipc.NewFileReader(io.NewSectionReader(fh, 0, f.Size), ipcOptions(s.mem, f.Size)...)
@@ -88,7 +88,7 @@ func (s *ipcFileSource) Schema() *arrow.Schema { return s.schema }
 func (s *ipcFileSource) Units() []Unit         { return append([]Unit(nil), s.units...) }
 func (s *ipcFileSource) Close() error          { return s.fh.Close() }
 
-// BatchRange returns the record batches [first, end) that unit covers.
+// batchRange returns the record batches [first, end) that unit covers.
 func (s *ipcFileSource) batchRange(unit int) (int, int) {
 	first := unit * s.group
 	return first, min(s.batches, first+s.group)
@@ -115,8 +115,11 @@ func (s *ipcFileSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 			pending.Release()
 		}
 	})
+	first, end := s.batchRange(unit)
 	err := st.run(ctx, func() error {
-		if _, err := precheckFile(s.fh, s.f.Size); err != nil {
+		// Open checked every message; the reader built here reads the footer and dictionaries
+		// again, and this unit's batches, so those are checked again (not the whole file per unit).
+		if _, err := precheckFile(s.fh, s.f.Size, first, end); err != nil {
 			return err
 		}
 		var err error
@@ -126,7 +129,6 @@ func (s *ipcFileSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 	if err != nil {
 		return corrupt(where, err)
 	}
-	first, end := s.batchRange(unit)
 	for i := first; i < end; i++ {
 		err := st.run(ctx, func() error {
 			rec, err := r.RecordBatchAt(i)

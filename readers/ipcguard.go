@@ -322,9 +322,11 @@ func precheckStream(r io.ReaderAt, size int64) error {
 	return nil
 }
 
-// precheckFile checks an IPC file's footer and every message it points to, and returns the row
-// count of each record batch (nil when the footer cannot be read here; arrow-go then judges it).
-func precheckFile(r io.ReaderAt, size int64) ([]int64, error) {
+// precheckFile checks an IPC file's footer, its dictionary messages and the record batch messages
+// [first, end), which is every one, with the stream of messages after the magic too, when end < 0.
+// It returns the row count of each record batch checked (nil when the footer cannot be read here;
+// arrow-go then judges it).
+func precheckFile(r io.ReaderAt, size int64, first, end int) ([]int64, error) {
 	if size < 16 {
 		return nil, nil
 	}
@@ -356,6 +358,9 @@ func precheckFile(r io.ReaderAt, size int64) ([]int64, error) {
 			return nil, err
 		}
 		for i := 0; i < n; i++ {
+			if slot == 3 && end >= 0 && (i < first || i >= end) {
+				continue
+			}
 			blk := footer[start+24*i:]
 			off := int64(binary.LittleEndian.Uint64(blk))
 			metaLen := int64(int32(binary.LittleEndian.Uint32(blk[8:])))
@@ -380,9 +385,11 @@ func precheckFile(r io.ReaderAt, size int64) ([]int64, error) {
 			}
 		}
 	}
-	// the schema message after the magic as well
-	if err := precheckStream(io.NewSectionReader(r, 8, size-8), size-8); err != nil {
-		return nil, err
+	if end < 0 {
+		// the schema message after the magic as well
+		if err := precheckStream(io.NewSectionReader(r, 8, size-8), size-8); err != nil {
+			return nil, err
+		}
 	}
 	return rows, nil
 }

@@ -31,11 +31,9 @@ type parquetSource struct {
 	units  []Unit
 	mem    memory.Allocator
 	leaves []int // leaf columns read through pqarrow
-	cols   int
 	// int96 maps top-level field index -> leaf column for flat INT96 columns, which are read
 	// here as timestamp[us] (see readInt96) instead of pqarrow's timestamp[ns].
-	int96    map[int]int
-	int96Def map[int]int16
+	int96 map[int]int
 }
 
 func readerProps() *parquet.ReaderProperties {
@@ -86,7 +84,6 @@ func openParquet(ctx context.Context, f File, cfg *config) (src Source, err erro
 		if err != nil {
 			return err
 		}
-		s.cols = len(fr.Manifest.Fields)
 		s.findInt96(fr.Manifest)
 		return nil
 	})
@@ -276,7 +273,7 @@ func (s *parquetSource) readBatch(readers []*pqarrow.ColumnReader, i96 map[int]*
 		if r, ok := i96[i]; ok {
 			jobs[i] = func() error {
 				var err error
-				cols[i], err = s.readInt96(r, s.int96Def[i], n)
+				cols[i], err = s.readInt96(r, n)
 				return err
 			}
 			continue
@@ -370,10 +367,9 @@ func (s *parquetSource) findInt96(m *pqarrow.SchemaManifest) {
 			continue
 		}
 		if s.int96 == nil {
-			s.int96, s.int96Def = map[int]int{}, map[int]int16{}
+			s.int96 = map[int]int{}
 		}
 		s.int96[i] = f.ColIndex
-		s.int96Def[i] = col.MaxDefinitionLevel()
 		fields[i].Type = int96Type
 		changed = true
 	}
@@ -404,7 +400,8 @@ func (s *parquetSource) openInt96(rdr *file.Reader, unit int, out *map[int]*file
 }
 
 // readInt96 reads up to n values of a flat INT96 column as microseconds.
-func (s *parquetSource) readInt96(r *file.Int96ColumnChunkReader, maxDef int16, n int64) (arrow.Array, error) {
+func (s *parquetSource) readInt96(r *file.Int96ColumnChunkReader, n int64) (arrow.Array, error) {
+	maxDef := r.Descriptor().MaxDefinitionLevel()
 	vals := make([]parquet.Int96, n)
 	var defs []int16
 	if maxDef > 0 {
@@ -433,12 +430,8 @@ func (s *parquetSource) readInt96(r *file.Int96ColumnChunkReader, maxDef int16, 
 			if v >= nvals {
 				return nil, fmt.Errorf("INT96 levels and values disagree")
 			}
-			us, ok := int96Micros(vals[v])
+			b.Append(arrow.Timestamp(int96Micros(vals[v])))
 			v++
-			if !ok {
-				return nil, fmt.Errorf("INT96 value outside the microsecond range")
-			}
-			b.Append(arrow.Timestamp(us))
 		}
 	}
 	return b.NewArray(), nil
@@ -447,8 +440,8 @@ func (s *parquetSource) readInt96(r *file.Int96ColumnChunkReader, maxDef int16, 
 // int96Micros converts an INT96 (nanoseconds of the day, Julian day) to microseconds since the
 // Unix epoch as Spark does: both parts signed, in wrapping 64-bit arithmetic, so that the extreme
 // values Spark writes (its minimum timestamp, year -290308) read back as written.
-func int96Micros(v parquet.Int96) (int64, bool) {
+func int96Micros(v parquet.Int96) int64 {
 	nanos := int64(binary.LittleEndian.Uint64(v[:8]))
 	days := int64(int32(binary.LittleEndian.Uint32(v[8:]))) - 2_440_588
-	return days*86_400_000_000 + nanos/1000, true
+	return days*86_400_000_000 + nanos/1000
 }

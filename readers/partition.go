@@ -7,6 +7,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/arrow/scalar"
 
 	"github.com/loaderproject/loader/tableschema"
 )
@@ -15,7 +16,7 @@ import (
 type partSource struct {
 	Source
 	schema *arrow.Schema
-	vals   []arrow.Array // one-row arrays holding each partition value
+	vals   []scalar.Scalar // each partition value
 	mem    memory.Allocator
 }
 
@@ -38,14 +39,14 @@ func withPartitions(src Source, cfg *config) (Source, error) {
 			continue
 		}
 		seen[part.Key] = true
-		arr, dt, err := partitionValue(cfg, part)
+		v, err := partitionValue(cfg, part)
 		if err != nil {
 			p.release()
 			src.Close()
 			return nil, fmt.Errorf("%s: %w", f.Path, err)
 		}
-		fields = append(fields, arrow.Field{Name: part.Key, Type: dt, Nullable: true})
-		p.vals = append(p.vals, arr)
+		fields = append(fields, arrow.Field{Name: part.Key, Type: v.DataType(), Nullable: true})
+		p.vals = append(p.vals, v)
 	}
 	if len(p.vals) == 0 {
 		return src, nil
@@ -55,9 +56,9 @@ func withPartitions(src Source, cfg *config) (Source, error) {
 	return p, nil
 }
 
-// partitionValue parses a partition value into a one-row array of its table column's type (text
-// without a table).
-func partitionValue(cfg *config, part Partition) (arrow.Array, arrow.DataType, error) {
+// partitionValue parses a partition value into a scalar of its table column's type (text without a
+// table).
+func partitionValue(cfg *config, part Partition) (scalar.Scalar, error) {
 	var dt arrow.DataType = arrow.BinaryTypes.LargeString
 	var dec *tableschema.Type
 	if cfg.table != nil {
@@ -69,27 +70,30 @@ func partitionValue(cfg *config, part Partition) (arrow.Array, arrow.DataType, e
 			}
 		}
 	}
+	if part.Value == HiveNull {
+		return scalar.MakeNullScalar(dt), nil
+	}
 	b := array.NewBuilder(cfg.mem, dt)
 	defer b.Release()
-	if part.Value == HiveNull {
-		b.AppendNull()
-		return b.NewArray(), dt, nil
-	}
 	o := convOptions{tsLayout: cfg.csv.TimestampFormat, dateLayout: cfg.csv.DateFormat}
 	c := newConv(cfg.mem, b, dec, &o)
+	if j, ok := c.(*jsonConv); ok {
+		defer j.release()
+	}
 	if reason := c.parse([]byte(part.Value), true); reason != "" {
-		return nil, nil, fmt.Errorf("partition %s=%s: %s", part.Key, part.Value, reason)
+		return nil, fmt.Errorf("partition %s=%s: %s", part.Key, part.Value, reason)
 	}
 	c.commit()
-	if j, ok := c.(*jsonConv); ok {
-		j.release()
-	}
-	return b.NewArray(), dt, nil
+	one := b.NewArray()
+	defer one.Release()
+	return scalar.GetScalar(one, 0)
 }
 
 func (p *partSource) release() {
 	for _, v := range p.vals {
-		v.Release()
+		if r, ok := v.(scalar.Releasable); ok {
+			r.Release()
+		}
 	}
 	p.vals = nil
 }
@@ -112,7 +116,7 @@ func (p *partSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Recor
 			}
 		}()
 		for _, v := range p.vals {
-			a, err := repeat(p.mem, v, n)
+			a, err := scalar.MakeArrayFromScalar(v, n, p.mem)
 			if err != nil {
 				return err
 			}
@@ -123,19 +127,4 @@ func (p *partSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Recor
 		defer out.Release()
 		return fn(out)
 	})
-}
-
-// repeat builds an array of n copies of the single value in one.
-func repeat(mem memory.Allocator, one arrow.Array, n int) (arrow.Array, error) {
-	if one.IsNull(0) {
-		return array.MakeArrayOfNull(mem, one.DataType(), n), nil
-	}
-	parts := make([]arrow.Array, n)
-	for i := range parts {
-		parts[i] = one
-	}
-	if n == 0 {
-		return array.MakeArrayOfNull(mem, one.DataType(), 0), nil
-	}
-	return array.Concatenate(parts, mem)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -139,10 +140,18 @@ func collect(t testing.TB, src readers.Source, maxRows int64) arrow.RecordBatch 
 			t.Fatalf("ReadUnit(%d) = %v", u.Index, err)
 		}
 	}
-	tbl := array.NewTableFromRecords(src.Schema(), recs)
-	for _, r := range recs {
-		r.Release()
-	}
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	return concatRecords(t, src.Schema(), recs)
+}
+
+// concatRecords returns one record holding the rows of recs, of schema s.
+func concatRecords(t testing.TB, s *arrow.Schema, recs []arrow.RecordBatch) arrow.RecordBatch {
+	t.Helper()
+	tbl := array.NewTableFromRecords(s, recs)
 	defer tbl.Release()
 	cols := make([]arrow.Array, tbl.NumCols())
 	for i := range cols {
@@ -152,7 +161,7 @@ func collect(t testing.TB, src readers.Source, maxRows int64) arrow.RecordBatch 
 		}
 		cols[i] = c
 	}
-	out := array.NewRecordBatch(src.Schema(), cols, tbl.NumRows())
+	out := array.NewRecordBatch(s, cols, tbl.NumRows())
 	for _, c := range cols {
 		c.Release()
 	}
@@ -168,7 +177,7 @@ func TestRoundTrip(t *testing.T) {
 			r.Release()
 		}
 	}()
-	want := collectRecs(t, recs)
+	want := concatRecords(t, recs[0].Schema(), recs)
 	defer want.Release()
 
 	writeParquet(t, filepath.Join(dir, "t.parquet"), recs, 300)
@@ -238,24 +247,6 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-func collectRecs(t testing.TB, recs []arrow.RecordBatch) arrow.RecordBatch {
-	tbl := array.NewTableFromRecords(recs[0].Schema(), recs)
-	defer tbl.Release()
-	cols := make([]arrow.Array, tbl.NumCols())
-	for i := range cols {
-		c, err := array.Concatenate(tbl.Column(i).Data().Chunks(), memory.DefaultAllocator)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols[i] = c
-	}
-	out := array.NewRecordBatch(recs[0].Schema(), cols, tbl.NumRows())
-	for _, c := range cols {
-		c.Release()
-	}
-	return out
-}
-
 func TestParquetUnitsAndConcurrentReads(t *testing.T) {
 	dir := t.TempDir()
 	gen := memory.NewGoAllocator()
@@ -276,13 +267,13 @@ func TestParquetUnitsAndConcurrentReads(t *testing.T) {
 	if len(units) != 8 {
 		t.Fatalf("Units() = %d; want 8 row groups", len(units))
 	}
+	// Each unit is read twice at once, and all units at once: the same rows in the same order.
 	var wg sync.WaitGroup
-	ids := make([][]int64, len(units))
-	errs := make([]error, len(units))
-	for round := 0; round < 2; round++ { // each unit read twice at once: same rows, same order
+	errs := make([]error, 2*len(units))
+	for round := 0; round < 2; round++ {
 		for _, u := range units {
 			wg.Add(1)
-			go func(u readers.Unit) {
+			go func(u readers.Unit, slot int) {
 				defer wg.Done()
 				var got []int64
 				err := src.ReadUnit(context.Background(), u.Index, func(r arrow.RecordBatch) error {
@@ -290,23 +281,22 @@ func TestParquetUnitsAndConcurrentReads(t *testing.T) {
 					return nil
 				})
 				if err != nil {
-					errs[u.Index] = err
+					errs[slot] = err
 					return
 				}
 				if int64(len(got)) != u.Rows {
-					errs[u.Index] = fmt.Errorf("unit %d: %d rows; want %d", u.Index, len(got), u.Rows)
+					errs[slot] = fmt.Errorf("unit %d: %d rows; want %d", u.Index, len(got), u.Rows)
 				}
 				for i, id := range got {
 					if id != int64(u.Index*250+i) {
-						errs[u.Index] = fmt.Errorf("unit %d row %d: id %d", u.Index, i, id)
+						errs[slot] = fmt.Errorf("unit %d row %d: id %d", u.Index, i, id)
 						break
 					}
 				}
-				ids[u.Index] = got
-			}(u)
+			}(u, round*len(units)+u.Index)
 		}
-		wg.Wait()
 	}
+	wg.Wait()
 	for _, err := range errs {
 		if err != nil {
 			t.Error(err)
@@ -516,6 +506,59 @@ func TestPartitionColumns(t *testing.T) {
 	}
 }
 
+// TestPartitionColumnTypes reads partition values of every kind of table column: each batch holds
+// the value (or a null) in every row, typed by the table, and nothing leaks.
+func TestPartitionColumnTypes(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	dir := t.TempDir()
+	parts := []string{"a=1.5", "b=2024-01-02T03:04:05Z", "c=true", "d=" + url.PathEscape("[1,null]"), "e=2.5", "f=xyz",
+		"g=" + url.PathEscape(`[{"key":"k","value":1}]`), "h=" + url.PathEscape(`{"x":3}`), "n=" + readers.HiveNull, "f.csv"}
+	touch(t, filepath.Join(append([]string{dir}, parts...)...), []byte("id\n1\n2\n3\n"))
+	table, err := tableschema.ParseColumns("id BIGINT, a DECIMAL(5,2), b TIMESTAMP, c BOOLEAN, d ARRAY<INT>, e DOUBLE, f BINARY, g MAP<STRING, INT>, h STRUCT<x: INT>, n ARRAY<INT>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := readers.Discover(context.Background(), []string{dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := readers.Open(context.Background(), files[0], readers.WithAllocator(mem), readers.WithTable(table), readers.WithBatchBytes(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	rec := collect(t, src, 1) // a batch per row: the values are repeated for each
+	defer rec.Release()
+	if err := array.ValidateRecordFull(rec); err != nil {
+		t.Fatalf("partition columns invalid: %v", err)
+	}
+	want := []string{"", "1.50", "2024-01-02T03:04:05Z", "true", "[1,null]", "2.5", "eHl6" /* xyz */, `[{"key":"k","value":1}]`, `{"x":3}`, "(null)"}
+	for i, f := range table.Fields {
+		col := rec.Column(i)
+		if !arrow.TypeEqual(col.DataType(), f.Type.Arrow()) {
+			t.Errorf("column %s is %s; want %s", f.Name, col.DataType(), f.Type.Arrow())
+		}
+		if i == 0 {
+			continue
+		}
+		for row := 0; row < col.Len(); row++ {
+			if got := col.ValueStr(row); got != want[i] {
+				t.Errorf("column %s row %d = %s; want %s", f.Name, row, got, want[i])
+			}
+		}
+	}
+	// A value its column cannot take fails Open, naming it, and leaks nothing.
+	bad := filepath.Join(t.TempDir(), "d=oops", "f.csv")
+	touch(t, bad, []byte("id\n1\n"))
+	if files, err = readers.Discover(context.Background(), []string{filepath.Dir(filepath.Dir(bad))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readers.Open(context.Background(), files[0], readers.WithAllocator(mem), readers.WithTable(table)); err == nil || !strings.Contains(err.Error(), "partition d=oops") {
+		t.Errorf("Open(d=oops) = %v; want an error naming the partition", err)
+	}
+}
+
 func TestFormatNames(t *testing.T) {
 	for _, f := range []readers.Format{readers.FormatParquet, readers.FormatCSV, readers.FormatIPCFile, readers.FormatIPCStream} {
 		got, err := readers.ParseFormat(f.String())
@@ -545,7 +588,6 @@ func TestGuardedAllocation(t *testing.T) {
 	if !errors.Is(err, readers.ErrCorrupt) || !strings.Contains(err.Error(), "over the 1024-byte limit") {
 		t.Errorf("read with a 1 KiB cap = %v; want ErrCorrupt naming the limit", err)
 	}
-	_ = time.Second
 }
 
 // TestStalledDecoderStopsWithContext feeds an IPC stream through a pipe that stalls halfway
