@@ -169,10 +169,8 @@ func (c *applyCtx) convert(n *node, in arrow.Array, reach []int) (arrow.Array, e
 		}
 		defer vals.Release()
 		return c.apply(n.children[0], vals, reach)
-	case kInt:
-		return c.widenInt(n, in), nil
-	case kFloat:
-		return c.toFloat(n, in), nil
+	case kInt, kFloat:
+		return c.widen(n, in), nil
 	case kTimestamp:
 		return c.timestamp(n, in, reach)
 	case kDate64:
@@ -237,32 +235,37 @@ func release(bufs ...*memory.Buffer) {
 	}
 }
 
-func alloc[T any](mem memory.Allocator, n int, size int) (*memory.Buffer, []byte) {
+func alloc(mem memory.Allocator, n int, size int) (*memory.Buffer, []byte) {
 	b := memory.NewResizableBuffer(mem)
 	b.Resize(n * size)
 	return b, b.Bytes()
 }
 
-func widen[S, D int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 | float32 | float64](src []S, dst []D) {
+func widenSlice[S, D int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64 | float32 | float64](src []S, dst []D) {
 	for i, v := range src {
 		dst[i] = D(v)
 	}
 }
 
-// intsAs returns in's integer values widened to int64 (a scratch copy) for the kernels below.
-func (c *applyCtx) widenInt(n *node, in arrow.Array) arrow.Array {
+// widen converts integers and floats to the wider integer or float type n.out, exactly.
+func (c *applyCtx) widen(n *node, in arrow.Array) arrow.Array {
 	ln := in.Len()
-	size := n.out.(arrow.FixedWidthDataType).BitWidth() / 8
-	buf, raw := alloc[byte](c.mem, ln, size)
+	buf, raw := alloc(c.mem, ln, n.out.(arrow.FixedWidthDataType).BitWidth()/8)
 	switch n.out.ID() {
+	case arrow.INT8:
+		widenInto(in, arrow.Int8Traits.CastFromBytes(raw))
 	case arrow.INT16:
 		widenInto(in, arrow.Int16Traits.CastFromBytes(raw))
 	case arrow.INT32:
 		widenInto(in, arrow.Int32Traits.CastFromBytes(raw))
 	case arrow.INT64:
 		widenInto(in, arrow.Int64Traits.CastFromBytes(raw))
-	case arrow.INT8:
-		widenInto(in, arrow.Int8Traits.CastFromBytes(raw))
+	case arrow.FLOAT32:
+		widenInto(in, arrow.Float32Traits.CastFromBytes(raw))
+	case arrow.FLOAT64:
+		widenInto(in, arrow.Float64Traits.CastFromBytes(raw))
+	default:
+		panic(fmt.Sprintf("schemamatch: no widening to %s", n.out))
 	}
 	return newFixed(n.out, ln, validity(c.mem, in.Data()), buf, in.NullN())
 }
@@ -270,25 +273,25 @@ func (c *applyCtx) widenInt(n *node, in arrow.Array) arrow.Array {
 func widenInto[D int8 | int16 | int32 | int64 | float32 | float64](in arrow.Array, dst []D) {
 	switch a := in.(type) {
 	case *array.Int8:
-		widen(a.Int8Values(), dst)
+		widenSlice(a.Int8Values(), dst)
 	case *array.Int16:
-		widen(a.Int16Values(), dst)
+		widenSlice(a.Int16Values(), dst)
 	case *array.Int32:
-		widen(a.Int32Values(), dst)
+		widenSlice(a.Int32Values(), dst)
 	case *array.Int64:
-		widen(a.Int64Values(), dst)
+		widenSlice(a.Int64Values(), dst)
 	case *array.Uint8:
-		widen(a.Uint8Values(), dst)
+		widenSlice(a.Uint8Values(), dst)
 	case *array.Uint16:
-		widen(a.Uint16Values(), dst)
+		widenSlice(a.Uint16Values(), dst)
 	case *array.Uint32:
-		widen(a.Uint32Values(), dst)
+		widenSlice(a.Uint32Values(), dst)
 	case *array.Uint64:
-		widen(a.Uint64Values(), dst)
+		widenSlice(a.Uint64Values(), dst)
 	case *array.Float32:
-		widen(a.Float32Values(), dst)
+		widenSlice(a.Float32Values(), dst)
 	case *array.Float64:
-		widen(a.Float64Values(), dst)
+		widenSlice(a.Float64Values(), dst)
 	case *array.Float16:
 		for i, v := range a.Values() {
 			dst[i] = D(v.Float32())
@@ -296,18 +299,6 @@ func widenInto[D int8 | int16 | int32 | int64 | float32 | float64](in arrow.Arra
 	default:
 		panic(fmt.Sprintf("schemamatch: no widening from %s", in.DataType()))
 	}
-}
-
-func (c *applyCtx) toFloat(n *node, in arrow.Array) arrow.Array {
-	ln := in.Len()
-	if n.out.ID() == arrow.FLOAT32 {
-		buf, raw := alloc[byte](c.mem, ln, 4)
-		widenInto(in, arrow.Float32Traits.CastFromBytes(raw))
-		return newFixed(n.out, ln, validity(c.mem, in.Data()), buf, in.NullN())
-	}
-	buf, raw := alloc[byte](c.mem, ln, 8)
-	widenInto(in, arrow.Float64Traits.CastFromBytes(raw))
-	return newFixed(n.out, ln, validity(c.mem, in.Data()), buf, in.NullN())
 }
 
 // floorDiv divides rounding toward negative infinity.
@@ -332,30 +323,39 @@ func mulCheck(a, m int64) (int64, bool) {
 
 func (c *applyCtx) timestamp(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
 	src := in.(*array.Timestamp).TimestampValues()
-	ln := in.Len()
-	buf, raw := alloc[byte](c.mem, ln, 8)
-	dst := arrow.Int64Traits.CastFromBytes(raw)
-	if n.div > 1 {
-		// Truncation cannot fail; null slots get whatever their garbage divides to.
-		d := n.div
-		for i, v := range src {
-			q := int64(v) / d
-			if int64(v)%d < 0 {
-				q--
-			}
-			dst[i] = q
-		}
-		return newFixed(n.out, ln, validity(c.mem, in.Data()), buf, in.NullN()), nil
+	if n.div == 1 {
+		return scaleChecked(c, n, in, reach, src, n.mul, "timestamp out of range for microseconds")
 	}
+	// Truncation cannot fail; null slots get whatever their garbage divides to.
+	ln := in.Len()
+	buf, raw := alloc(c.mem, ln, 8)
+	dst := arrow.Int64Traits.CastFromBytes(raw)
+	d := n.div
+	for i, v := range src {
+		q := int64(v) / d
+		if int64(v)%d < 0 {
+			q--
+		}
+		dst[i] = q
+	}
+	return newFixed(n.out, ln, validity(c.mem, in.Data()), buf, in.NullN()), nil
+}
+
+// scaleChecked multiplies the valid values of in (src, its values) by mul into n.out's 64-bit
+// values. A product that overflows fails with reason (or becomes a null when it is rescued or
+// unreachable).
+func scaleChecked[T ~int32 | ~int64](c *applyCtx, n *node, in arrow.Array, reach []int, src []T, mul int64, reason string) (arrow.Array, error) {
+	buf, raw := alloc(c.mem, in.Len(), 8)
+	dst := arrow.Int64Traits.CastFromBytes(raw)
 	var extraNulls []int
 	noNulls := in.NullN() == 0
 	for i, v := range src {
 		if !noNulls && in.IsNull(i) {
 			continue
 		}
-		r, ok := mulCheck(int64(v), n.mul)
+		r, ok := mulCheck(int64(v), mul)
 		if !ok {
-			if err := c.fail(n, in, reach, i, "timestamp out of range for microseconds"); err != nil {
+			if err := c.fail(n, in, reach, i, reason); err != nil {
 				buf.Release()
 				return nil, err
 			}
@@ -399,7 +399,7 @@ const msPerDay = 86_400_000
 func (c *applyCtx) date64(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
 	src := in.(*array.Date64).Date64Values()
 	ln := in.Len()
-	buf, raw := alloc[byte](c.mem, ln, 4)
+	buf, raw := alloc(c.mem, ln, 4)
 	dst := arrow.Int32Traits.CastFromBytes(raw)
 	var extra []int
 	for i, v := range src {
@@ -421,33 +421,14 @@ func (c *applyCtx) date64(n *node, in arrow.Array, reach []int) (arrow.Array, er
 }
 
 func (c *applyCtx) dateTs(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
-	ln := in.Len()
-	buf, raw := alloc[byte](c.mem, ln, 8)
-	dst := arrow.Int64Traits.CastFromBytes(raw)
-	var extra []int
-	for i := 0; i < ln; i++ {
-		if in.IsNull(i) {
-			continue
-		}
-		var v int64
-		var ok bool
-		switch a := in.(type) {
-		case *array.Date32:
-			v, ok = mulCheck(int64(a.Value(i)), msPerDay*1000)
-		case *array.Date64:
-			v, ok = mulCheck(int64(a.Value(i)), 1000)
-		}
-		if !ok {
-			if err := c.fail(n, in, reach, i, "date out of range for a timestamp"); err != nil {
-				buf.Release()
-				return nil, err
-			}
-			extra = append(extra, i)
-			continue
-		}
-		dst[i] = v
+	const reason = "date out of range for a timestamp"
+	switch a := in.(type) {
+	case *array.Date32:
+		return scaleChecked(c, n, in, reach, a.Date32Values(), msPerDay*1000, reason)
+	case *array.Date64:
+		return scaleChecked(c, n, in, reach, a.Date64Values(), 1000, reason)
 	}
-	return newFixedWithNulls(c.mem, n.out, in, buf, extra), nil
+	return nil, fmt.Errorf("schemamatch: %s is not a date", in.DataType())
 }
 
 // largeOffsets widens utf8/binary offsets to int64 and shares the data buffer.
@@ -455,8 +436,8 @@ func (c *applyCtx) largeOffsets(n *node, in arrow.Array) arrow.Array {
 	d := in.Data()
 	ln, off := d.Len(), d.Offset()
 	src := arrow.Int32Traits.CastFromBytes(d.Buffers()[1].Bytes())[off : off+ln+1]
-	buf, raw := alloc[byte](c.mem, ln+1, 8)
-	widen(src, arrow.Int64Traits.CastFromBytes(raw))
+	buf, raw := alloc(c.mem, ln+1, 8)
+	widenSlice(src, arrow.Int64Traits.CastFromBytes(raw))
 	data := d.Buffers()[2]
 	if data == nil {
 		data = memory.NewBufferBytes(nil)
@@ -475,7 +456,7 @@ func (c *applyCtx) fixedBinary(n *node, in arrow.Array) arrow.Array {
 	d := in.Data()
 	ln, off := d.Len(), d.Offset()
 	w := int64(in.DataType().(*arrow.FixedSizeBinaryType).ByteWidth)
-	buf, raw := alloc[byte](c.mem, ln+1, 8)
+	buf, raw := alloc(c.mem, ln+1, 8)
 	offs := arrow.Int64Traits.CastFromBytes(raw)
 	for i := range offs {
 		offs[i] = (int64(off) + int64(i)) * w
@@ -545,7 +526,7 @@ func (c *applyCtx) list(n *node, in arrow.Array, reach []int) (arrow.Array, erro
 		}
 		offsets.Retain()
 	case *array.LargeList:
-		buf, raw := alloc[byte](c.mem, ln+1, 4)
+		buf, raw := alloc(c.mem, ln+1, 4)
 		dst := arrow.Int32Traits.CastFromBytes(raw)
 		src := arrow.Int64Traits.CastFromBytes(d.Buffers()[1].Bytes())[off : off+ln+1]
 		for i, o := range src {
@@ -566,7 +547,7 @@ func (c *applyCtx) list(n *node, in arrow.Array, reach []int) (arrow.Array, erro
 		valid = validity(c.mem, d)
 	case *array.FixedSizeList:
 		size := int64(a.DataType().(*arrow.FixedSizeListType).Len())
-		buf, raw := alloc[byte](c.mem, ln+1, 4)
+		buf, raw := alloc(c.mem, ln+1, 4)
 		dst := arrow.Int32Traits.CastFromBytes(raw)
 		for i := range dst {
 			o := (int64(off) + int64(i)) * size

@@ -13,7 +13,8 @@ import (
 )
 
 // BenchmarkApply measures the common casts per batch size: utf8 -> large_utf8 (offsets only),
-// timestamp ns -> us, decimal -> text, and a plan that only shares (the floor).
+// timestamp ns -> us, decimal -> text (64-bit and wider unscaled values), text -> decimal, and a
+// plan that only shares (the floor).
 func BenchmarkApply(b *testing.B) {
 	mem := memory.NewGoAllocator()
 	type cast struct {
@@ -52,6 +53,15 @@ func BenchmarkApply(b *testing.B) {
 			defer bl.Release()
 			for i := 0; i < n; i++ {
 				bl.Append(decimal128.FromI64(int64(i)*7919 - 500_000))
+			}
+			return bl.NewArray()
+		}},
+		{name: "decimal128-38-18-text", src: &arrow.Decimal128Type{Precision: 38, Scale: 18}, table: "DECIMAL(38,18)", build: func(n int) arrow.Array {
+			// Spark's default decimal: unscaled values past 64 bits from 9.22 up
+			bl := array.NewDecimal128Builder(mem, &arrow.Decimal128Type{Precision: 38, Scale: 18})
+			defer bl.Release()
+			for i := 0; i < n; i++ {
+				bl.Append(decimal128.FromI64(int64(i)*7919 - 500_000).IncreaseScaleBy(16))
 			}
 			return bl.NewArray()
 		}},

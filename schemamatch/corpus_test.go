@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/loaderproject/loader/internal/corpus"
 	"github.com/loaderproject/loader/readers"
 	"github.com/loaderproject/loader/schemamatch"
 	"github.com/loaderproject/loader/tableschema"
@@ -27,11 +28,7 @@ import (
 func TestCorpusLike(t *testing.T) {
 	var files []readers.File
 	for _, dir := range []string{"parquet-testing/data", "arrow-testing/data/arrow-ipc-stream/integration"} {
-		root := filepath.Join("../../shared/corpus", dir)
-		if _, err := os.Stat(root); err != nil {
-			t.Skipf("corpus not present: %v", err)
-		}
-		fs, err := readers.Discover(context.Background(), []string{root}, readers.WithExclude("*.csv"))
+		fs, err := readers.Discover(context.Background(), []string{corpus.Dir(t, dir)}, readers.WithExclude("*.csv"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,12 +2,12 @@ package schemamatch
 
 import (
 	"fmt"
+	"math/big"
+	"math/bits"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
-	"github.com/apache/arrow-go/v18/arrow/decimal256"
 )
 
 // appendDecimalDigits lays out a non-negative magnitude (decimal digits without leading zeros, or
@@ -65,45 +65,56 @@ func appendDecimalDigits(dst []byte, neg bool, digits []byte, up, scale, prec in
 	return dst, true
 }
 
-// appendInt64Decimal formats v * 10^up with scale fractional digits.
-func appendInt64Decimal(dst, scratch []byte, v int64, up, scale, prec int32) ([]byte, []byte, bool) {
-	neg := v < 0
-	u := uint64(v)
-	if neg {
-		u = uint64(-(v + 1)) + 1
-	}
-	scratch = strconv.AppendUint(scratch[:0], u, 10)
+// appendUnscaled formats the integer whose sign is neg and whose magnitude is hi:lo, multiplied
+// by 10^up, with scale fractional digits (see appendDecimalDigits). scratch holds its digits.
+func appendUnscaled(dst, scratch []byte, neg bool, hi, lo uint64, up, scale, prec int32) ([]byte, []byte, bool) {
+	scratch = appendUint128(scratch[:0], hi, lo)
 	out, ok := appendDecimalDigits(dst, neg, scratch, up, scale, prec)
 	return out, scratch, ok
 }
 
-func appendBigDecimal(dst []byte, s string, up, scale, prec int32) ([]byte, bool) {
-	neg := len(s) > 0 && s[0] == '-'
-	if neg {
-		s = s[1:]
+// appendUint128 appends the decimal digits of hi:lo, without allocating.
+func appendUint128(dst []byte, hi, lo uint64) []byte {
+	if hi == 0 {
+		return strconv.AppendUint(dst, lo, 10)
 	}
-	return appendDecimalDigits(dst, neg, []byte(s), up, scale, prec)
+	const e19 = 10_000_000_000_000_000_000
+	// hi:lo = q*10^19 + r, with q >= 1 as hi:lo >= 2^64
+	q, r := bits.Div64(hi%e19, lo, e19)
+	dst = appendUint128(dst, hi/e19, q)
+	var low [19]byte
+	digits := strconv.AppendUint(low[:0], r, 10)
+	for range 19 - len(digits) {
+		dst = append(dst, '0')
+	}
+	return append(dst, digits...)
 }
 
-// int128Fits reports whether a decimal128 value fits in an int64.
-func int128Fits(n decimal128.Num) (int64, bool) {
-	hi, lo := n.HighBits(), n.LowBits()
-	if hi == 0 && lo>>63 == 0 || hi == -1 && lo>>63 == 1 {
-		return int64(lo), true
+// magnitude64 splits v into its sign and magnitude.
+func magnitude64(v int64) (bool, uint64) {
+	if v < 0 {
+		return true, -uint64(v)
 	}
-	return 0, false
+	return false, uint64(v)
 }
 
-func int256Fits(n decimal256.Num) (int64, bool) {
-	a := n.Array()
-	lo := a[0]
-	if lo>>63 == 0 && a[1] == 0 && a[2] == 0 && a[3] == 0 {
-		return int64(lo), true
+// magnitude128 splits the two's-complement integer hi:lo into its sign and magnitude.
+func magnitude128(hi int64, lo uint64) (neg bool, mhi, mlo uint64) {
+	if hi >= 0 {
+		return false, uint64(hi), lo
 	}
-	if lo>>63 == 1 && a[1] == ^uint64(0) && a[2] == ^uint64(0) && a[3] == ^uint64(0) {
-		return int64(lo), true
-	}
-	return 0, false
+	mlo, borrow := bits.Sub64(0, lo, 0)
+	mhi, _ = bits.Sub64(0, uint64(hi), borrow)
+	return true, mhi, mlo
+}
+
+// appendBigDecimal formats a value too wide for 128 bits (a decimal256 beyond its declared
+// precision) through math/big.
+func appendBigDecimal(dst, scratch []byte, v *big.Int, up, scale, prec int32) ([]byte, []byte, bool) {
+	neg := v.Sign() < 0
+	scratch = v.Abs(v).Append(scratch[:0], 10)
+	out, ok := appendDecimalDigits(dst, neg, scratch, up, scale, prec)
+	return out, scratch, ok
 }
 
 func (c *applyCtx) decimalText(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
@@ -123,22 +134,22 @@ func (c *applyCtx) decimalText(n *node, in arrow.Array, reach []int) (arrow.Arra
 		buf = buf[:0]
 		switch a := in.(type) {
 		case *array.Decimal32:
-			buf, scratch, ok = appendInt64Decimal(buf, scratch, int64(a.Value(i)), up, n.dstScale, n.dstPrec)
+			neg, mag := magnitude64(int64(a.Value(i)))
+			buf, scratch, ok = appendUnscaled(buf, scratch, neg, 0, mag, up, n.dstScale, n.dstPrec)
 		case *array.Decimal64:
-			buf, scratch, ok = appendInt64Decimal(buf, scratch, int64(a.Value(i)), up, n.dstScale, n.dstPrec)
+			neg, mag := magnitude64(int64(a.Value(i)))
+			buf, scratch, ok = appendUnscaled(buf, scratch, neg, 0, mag, up, n.dstScale, n.dstPrec)
 		case *array.Decimal128:
 			v := a.Value(i)
-			if x, fits := int128Fits(v); fits {
-				buf, scratch, ok = appendInt64Decimal(buf, scratch, x, up, n.dstScale, n.dstPrec)
-			} else {
-				buf, ok = appendBigDecimal(buf, v.BigInt().String(), up, n.dstScale, n.dstPrec)
-			}
+			neg, hi, lo := magnitude128(v.HighBits(), v.LowBits())
+			buf, scratch, ok = appendUnscaled(buf, scratch, neg, hi, lo, up, n.dstScale, n.dstPrec)
 		case *array.Decimal256:
 			v := a.Value(i)
-			if x, fits := int256Fits(v); fits {
-				buf, scratch, ok = appendInt64Decimal(buf, scratch, x, up, n.dstScale, n.dstPrec)
+			if w := v.Array(); w[2] == uint64(int64(w[1])>>63) && w[3] == w[2] { // fits 128 bits
+				neg, hi, lo := magnitude128(int64(w[1]), w[0])
+				buf, scratch, ok = appendUnscaled(buf, scratch, neg, hi, lo, up, n.dstScale, n.dstPrec)
 			} else {
-				buf, ok = appendBigDecimal(buf, v.BigInt().String(), up, n.dstScale, n.dstPrec)
+				buf, scratch, ok = appendBigDecimal(buf, scratch, v.BigInt(), up, n.dstScale, n.dstPrec)
 			}
 		default:
 			return nil, fmt.Errorf("schemamatch: %s is not a decimal", in.DataType())
@@ -167,13 +178,14 @@ func (c *applyCtx) intDecimalText(n *node, in arrow.Array) arrow.Array {
 			b.AppendNull()
 			continue
 		}
-		buf = buf[:0]
+		var neg bool
+		var mag uint64
 		if a, ok := in.(*array.Uint64); ok {
-			scratch = strconv.AppendUint(scratch[:0], a.Value(i), 10)
-			buf, _ = appendDecimalDigits(buf, false, scratch, n.dstScale, n.dstScale, 1000)
+			mag = a.Value(i)
 		} else {
-			buf, scratch, _ = appendInt64Decimal(buf, scratch, intValue(in, i), n.dstScale, n.dstScale, 1000)
+			neg, mag = magnitude64(intValue(in, i))
 		}
+		buf, scratch, _ = appendUnscaled(buf[:0], scratch, neg, 0, mag, n.dstScale, n.dstScale, 1000)
 		b.BinaryBuilder.Append(buf)
 	}
 	return b.NewArray()

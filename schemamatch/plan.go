@@ -380,6 +380,14 @@ func (pl *planner) typeNode(path string, src arrow.DataType, dst tableschema.Typ
 	strictRefuse := func() *node {
 		return pl.refuse(path, src, dst, dstNullable, fmt.Sprintf("strict schema mode requires the canonical type %s", out))
 	}
+	// cast makes n a cast of kind k, which strict mode refuses.
+	cast := func(k kind) *node {
+		if strict {
+			return strictRefuse()
+		}
+		n.kind = k
+		return n
+	}
 
 	switch s := src.(type) {
 	case *arrow.NullType:
@@ -429,11 +437,7 @@ func (pl *planner) typeNode(path string, src arrow.DataType, dst tableschema.Typ
 			}
 			return pl.refuse(path, src, dst, dstNullable, fmt.Sprintf("narrowing %s to %s", src, dst.SQL()))
 		}
-		if strict {
-			return strictRefuse()
-		}
-		n.kind = kInt
-		return n
+		return cast(kInt)
 	case tableschema.Float, tableschema.Double:
 		wantBits := 32
 		if dst.Kind == tableschema.Double {
@@ -444,11 +448,7 @@ func (pl *planner) typeNode(path string, src arrow.DataType, dst tableschema.Typ
 			if src.ID() == arrow.FLOAT64 && wantBits == 32 {
 				return pl.refuse(path, src, dst, dstNullable, "narrowing double to FLOAT")
 			}
-			if strict {
-				return strictRefuse()
-			}
-			n.kind = kFloat
-			return n
+			return cast(kFloat)
 		}
 		if signed, bits, ok := intInfo(src); ok {
 			// Exact only when the float's mantissa holds every value: 24 bits for FLOAT, 53 for DOUBLE.
@@ -464,11 +464,7 @@ func (pl *planner) typeNode(path string, src arrow.DataType, dst tableschema.Typ
 				return pl.refuse(path, src, dst, dstNullable,
 					fmt.Sprintf("%s to %s may lose precision (not every %s is exact in a %d-bit float)", src, dst.SQL(), src, wantBits))
 			}
-			if strict {
-				return strictRefuse()
-			}
-			n.kind = kFloat
-			return n
+			return cast(kFloat)
 		}
 		if _, ok := src.(arrow.DecimalType); ok {
 			return pl.refuse(path, src, dst, dstNullable, fmt.Sprintf("%s to %s may lose precision", src, dst.SQL()))
@@ -479,59 +475,31 @@ func (pl *planner) typeNode(path string, src arrow.DataType, dst tableschema.Typ
 	case tableschema.String:
 		switch src.ID() {
 		case arrow.STRING:
-			if strict {
-				return strictRefuse()
-			}
-			n.kind = kLargeOffs
-			return n
+			return cast(kLargeOffs)
 		case arrow.STRING_VIEW:
-			if strict {
-				return strictRefuse()
-			}
-			n.kind = kView
-			return n
+			return cast(kView)
 		case arrow.BINARY, arrow.LARGE_BINARY, arrow.BINARY_VIEW, arrow.FIXED_SIZE_BINARY:
 			if !pl.cfg.binaryAsString {
 				return pl.refuse(path, src, dst, dstNullable, fmt.Sprintf("cannot cast %s to STRING (bytes need not be UTF-8; allow it with binary-as-string)", src))
 			}
-			if strict {
-				return strictRefuse()
-			}
-			n.kind = kBinText
 			n.fallible = true
-			return n
+			return cast(kBinText)
 		}
 		return pl.incompatible(path, src, dst, dstNullable)
 	case tableschema.Binary:
 		switch src.ID() {
 		case arrow.BINARY:
-			if strict {
-				return strictRefuse()
-			}
-			n.kind = kLargeOffs
-			return n
+			return cast(kLargeOffs)
 		case arrow.BINARY_VIEW:
-			if strict {
-				return strictRefuse()
-			}
-			n.kind = kView
-			return n
+			return cast(kView)
 		case arrow.FIXED_SIZE_BINARY:
-			if strict {
-				return strictRefuse()
-			}
-			n.kind = kFixedBin
-			return n
+			return cast(kFixedBin)
 		}
 		return pl.incompatible(path, src, dst, dstNullable)
 	case tableschema.Date:
 		if src.ID() == arrow.DATE64 {
-			if strict {
-				return strictRefuse()
-			}
-			n.kind = kDate64
 			n.fallible = true
-			return n
+			return cast(kDate64)
 		}
 		return pl.incompatible(path, src, dst, dstNullable)
 	case tableschema.Timestamp, tableschema.TimestampNTZ:
@@ -564,12 +532,8 @@ func (pl *planner) typeNode(path string, src arrow.DataType, dst tableschema.Typ
 			if dst.Kind != tableschema.TimestampNTZ {
 				return pl.refuse(path, src, dst, dstNullable, fmt.Sprintf("%s to TIMESTAMP needs a time zone; only TIMESTAMP_NTZ takes dates", src))
 			}
-			if strict {
-				return strictRefuse()
-			}
-			n.kind = kDateTs
 			n.fallible = true
-			return n
+			return cast(kDateTs)
 		}
 		return pl.incompatible(path, src, dst, dstNullable)
 	case tableschema.Decimal:
@@ -668,9 +632,7 @@ func (pl *planner) typeNode(path string, src arrow.DataType, dst tableschema.Typ
 }
 
 func (pl *planner) incompatible(path string, src arrow.DataType, dst tableschema.Type, dstNullable bool) *node {
-	if signed, bits, ok := intInfo(src); ok {
-		_ = signed
-		_ = bits
+	if _, _, ok := intInfo(src); ok {
 		switch dst.Kind {
 		case tableschema.String, tableschema.Binary, tableschema.Boolean, tableschema.Date, tableschema.Timestamp, tableschema.TimestampNTZ:
 			return pl.refuse(path, src, dst, dstNullable, fmt.Sprintf("no implicit cast from %s to %s", src, dst.SQL()))
@@ -743,8 +705,8 @@ func sameType(got, want arrow.DataType) bool {
 		return sameField(g.ElemField(), w.ElemField())
 	case *arrow.MapType:
 		g := got.(*arrow.MapType)
-		return g.KeysSorted == w.KeysSorted && sameField(g.ElemField(), w.ElemField()) &&
-			sameField(g.KeyField(), w.KeyField()) && sameField(g.ItemField(), w.ItemField())
+		// the entries struct holds the key and item fields
+		return g.KeysSorted == w.KeysSorted && sameField(g.ElemField(), w.ElemField())
 	case *arrow.StructType:
 		g := got.(*arrow.StructType)
 		if g.NumFields() != w.NumFields() {

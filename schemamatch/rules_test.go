@@ -183,17 +183,24 @@ func fromJSON(t *testing.T, mem memory.Allocator, dt arrow.DataType, js string) 
 	return arr
 }
 
+// planRule plans rule r: its source type as nullable column c, into its one-column table.
+func planRule(t *testing.T, mem memory.Allocator, r rule) (*arrow.Schema, *tableschema.Schema, *schemamatch.Plan) {
+	t.Helper()
+	table := oneColumnTable(t, r.table)
+	src := arrow.NewSchema([]arrow.Field{{Name: "c", Type: r.src, Nullable: true}}, nil)
+	plan, err := schemamatch.NewPlan(src, table, schemamatch.WithAllocator(mem))
+	if err != nil {
+		t.Fatalf("NewPlan(%s -> %s) = %v; want a plan", r.src, r.table, err)
+	}
+	return src, table, plan
+}
+
 func TestAllowedRules(t *testing.T) {
 	for _, r := range allowedRules() {
 		t.Run(r.name, func(t *testing.T) {
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)
-			table := oneColumnTable(t, r.table)
-			src := arrow.NewSchema([]arrow.Field{{Name: "c", Type: r.src, Nullable: true}}, nil)
-			plan, err := schemamatch.NewPlan(src, table, schemamatch.WithAllocator(mem))
-			if err != nil {
-				t.Fatalf("NewPlan(%s -> %s) = %v; want a plan", r.src, r.table, err)
-			}
+			src, table, plan := planRule(t, mem, r)
 			if verr := zerobus.ValidateSchema(table, plan.Schema()); verr != nil {
 				t.Fatalf("Plan.Schema() fails zerobus.ValidateSchema: %v", verr)
 			}
@@ -279,12 +286,7 @@ func TestEmptyBatches(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)
-			table := oneColumnTable(t, r.table)
-			src := arrow.NewSchema([]arrow.Field{{Name: "c", Type: r.src, Nullable: true}}, nil)
-			plan, err := schemamatch.NewPlan(src, table, schemamatch.WithAllocator(mem))
-			if err != nil {
-				t.Fatal(err)
-			}
+			src, _, plan := planRule(t, mem, r)
 			in := array.MakeArrayOfNull(mem, r.src, 0)
 			defer in.Release()
 			rec := array.NewRecordBatch(src, []arrow.Array{in}, 0)

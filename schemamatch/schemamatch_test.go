@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/decimal256"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/loaderproject/loader/schemamatch"
@@ -278,10 +279,11 @@ func TestDecimalTextIsToString(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, tc := range []struct{ ps, ss, pd, sd int32 }{{38, 0, 38, 0}, {38, 10, 38, 10}, {18, 2, 20, 4}, {9, 9, 10, 10}, {30, 5, 38, 13}, {5, 0, 5, 0}} {
-		dt := &arrow.Decimal128Type{Precision: tc.ps, Scale: tc.ss}
-		b := array.NewDecimal128Builder(mem, dt)
-		var vals []decimal128.Num
+	// values around the 64- and 128-bit boundaries the formatting splits at, and the widest
+	edges := []string{"9223372036854775807", "9223372036854775808", "18446744073709551615", "18446744073709551616",
+		"9999999999999999999", "10000000000000000000", "99999999999999999999999999999999999999", "10000000000000000000000000000000000000"}
+	for _, tc := range []struct{ ps, ss, pd, sd int32 }{{38, 0, 38, 0}, {38, 10, 38, 10}, {18, 2, 20, 4}, {9, 9, 10, 10}, {30, 5, 38, 13}, {5, 0, 5, 0}, {38, 18, 38, 18}} {
+		var bigs []*big.Int
 		for i := 0; i < 500; i++ {
 			digits := 1 + rng.IntN(int(tc.ps))
 			s := ""
@@ -292,32 +294,89 @@ func TestDecimalTextIsToString(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				bi.Neg(bi)
 			}
-			n := decimal128.FromBigInt(bi)
-			vals = append(vals, n)
-			b.Append(n)
+			bigs = append(bigs, bi)
 		}
-		arr := b.NewArray()
-		b.Release()
-		src := arrow.NewSchema([]arrow.Field{{Name: "d", Type: dt, Nullable: true}}, nil)
-		table := mustTable(t, fmt.Sprintf("d DECIMAL(%d,%d)", tc.pd, tc.sd))
-		plan, err := schemamatch.NewPlan(src, table, schemamatch.WithAllocator(mem))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := array.NewRecordBatch(src, []arrow.Array{arr}, int64(arr.Len()))
-		arr.Release()
-		out, err := plan.Apply(rec)
-		rec.Release()
-		if err != nil {
-			t.Fatalf("Apply = %v", err)
-		}
-		got := out.Column(0).(*array.LargeString)
-		for i, v := range vals {
-			if want := toStringScaled(v, tc.sd-tc.ss, tc.sd); got.Value(i) != want {
-				t.Errorf("decimal(%d,%d) -> DECIMAL(%d,%d): value %d = %q; want %q", tc.ps, tc.ss, tc.pd, tc.sd, i, got.Value(i), want)
+		for _, e := range edges {
+			if len(e) <= int(tc.ps) {
+				bi, _ := new(big.Int).SetString(e, 10)
+				bigs = append(bigs, bi, new(big.Int).Neg(bi))
 			}
 		}
-		out.Release()
+		for _, wide := range []bool{false, true} {
+			var (
+				dt   arrow.DataType
+				arr  arrow.Array
+				want []string
+			)
+			if wide {
+				dt = &arrow.Decimal256Type{Precision: tc.ps, Scale: tc.ss}
+				b := array.NewDecimal256Builder(mem, dt.(*arrow.Decimal256Type))
+				for _, bi := range bigs {
+					n := decimal256.FromBigInt(bi)
+					b.Append(n)
+					want = append(want, n.IncreaseScaleBy(tc.sd-tc.ss).ToString(tc.sd))
+				}
+				arr = b.NewArray()
+				b.Release()
+			} else {
+				dt = &arrow.Decimal128Type{Precision: tc.ps, Scale: tc.ss}
+				b := array.NewDecimal128Builder(mem, dt.(*arrow.Decimal128Type))
+				for _, bi := range bigs {
+					n := decimal128.FromBigInt(bi)
+					b.Append(n)
+					want = append(want, toStringScaled(n, tc.sd-tc.ss, tc.sd))
+				}
+				arr = b.NewArray()
+				b.Release()
+			}
+			src := arrow.NewSchema([]arrow.Field{{Name: "d", Type: dt, Nullable: true}}, nil)
+			table := mustTable(t, fmt.Sprintf("d DECIMAL(%d,%d)", tc.pd, tc.sd))
+			plan, err := schemamatch.NewPlan(src, table, schemamatch.WithAllocator(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := array.NewRecordBatch(src, []arrow.Array{arr}, int64(arr.Len()))
+			arr.Release()
+			out, err := plan.Apply(rec)
+			rec.Release()
+			if err != nil {
+				t.Fatalf("Apply = %v", err)
+			}
+			got := out.Column(0).(*array.LargeString)
+			for i, w := range want {
+				if got.Value(i) != w {
+					t.Errorf("%s -> DECIMAL(%d,%d): value %d = %q; want %q", dt, tc.pd, tc.sd, i, got.Value(i), w)
+				}
+			}
+			out.Release()
+		}
+	}
+}
+
+// TestDecimalBeyond128Bits: a decimal256 value wider than its declared precision and than 128 bits
+// (a corrupt file) fails, naming the row.
+func TestDecimalBeyond128Bits(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	dt := &arrow.Decimal256Type{Precision: 38, Scale: 0}
+	b := array.NewDecimal256Builder(mem, dt)
+	b.Append(decimal256.FromI64(-7))
+	huge, _ := new(big.Int).SetString("-1"+strings.Repeat("0", 60), 10)
+	b.Append(decimal256.FromBigInt(huge))
+	arr := b.NewArray()
+	b.Release()
+	src := arrow.NewSchema([]arrow.Field{{Name: "d", Type: dt, Nullable: true}}, nil)
+	plan, err := schemamatch.NewPlan(src, mustTable(t, "d DECIMAL(38,0)"), schemamatch.WithAllocator(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := array.NewRecordBatch(src, []arrow.Array{arr}, int64(arr.Len()))
+	arr.Release()
+	defer rec.Release()
+	_, err = plan.Apply(rec)
+	var ve *schemamatch.ValueError
+	if !errors.As(err, &ve) || ve.Row != 1 || !strings.Contains(ve.Reason, "more digits than DECIMAL(38,0)") {
+		t.Errorf("Apply(61-digit decimal256) = %v; want a ValueError at row 1", err)
 	}
 }
 
@@ -566,10 +625,12 @@ func TestPlanConcurrentApply(t *testing.T) {
 					errs <- err
 					return
 				}
-				if v := out.Column(2).(*array.LargeString).Value(0); v != "1.50" {
-					errs <- fmt.Errorf("d = %q", v)
-				}
+				v := out.Column(2).(*array.LargeString).Value(0)
 				out.Release()
+				if v != "1.50" {
+					errs <- fmt.Errorf("d = %q", v)
+					return // one error per goroutine: the channel holds them all
+				}
 			}
 		}()
 	}
