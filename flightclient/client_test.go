@@ -119,9 +119,10 @@ func (s *actionServer) DoAction(a *flight.Action, stream flight.FlightService_Do
 	return stream.Send(&flight.Result{Body: b})
 }
 
+// TestCountAndDescribe: the Zerobus and Flight dialects count and describe with the sink's actions.
 func TestCountAndDescribe(t *testing.T) {
 	addr := serve(t, &actionServer{token: "tok"})
-	for _, dialect := range []flightclient.Dialect{flightclient.Zerobus, flightclient.Flight, flightclient.FlightSQL} {
+	for _, dialect := range []flightclient.Dialect{flightclient.Zerobus, flightclient.Flight} {
 		t.Run(string(dialect), func(t *testing.T) {
 			c := testClient(t, "grpc://"+addr, dialect, flightclient.WithToken("tok"))
 			n, err := c.Count(t.Context(), tableName)
@@ -141,24 +142,38 @@ func TestCountAndDescribe(t *testing.T) {
 			}
 			other := tableName
 			other.Table = "missing"
-			if _, err := c.Count(t.Context(), other); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "main.sales.missing") {
-				t.Errorf("Count(missing) = %v; want NotFound naming the table", err)
+			if _, err := c.Count(t.Context(), other); status.Code(err) != codes.NotFound || !errors.Is(err, flightclient.ErrTableNotFound) ||
+				!strings.Contains(err.Error(), "main.sales.missing") {
+				t.Errorf("Count(missing) = %v; want ErrTableNotFound with the NotFound status, naming the table", err)
+			}
+			if err := c.Create(t.Context(), tableName, arrowSchema()); !errors.Is(err, flightclient.ErrUnsupported) {
+				t.Errorf("Create() = %v; want ErrUnsupported", err)
 			}
 		})
 	}
 }
 
+// TestCountUnsupported: a server that implements nothing but the bare Flight service cannot count,
+// describe or create, in every dialect, and the error says why.
 func TestCountUnsupported(t *testing.T) {
-	addr := serve(t, &flight.BaseFlightServer{}) // answers every action Unimplemented
-	c := testClient(t, "grpc://"+addr, flightclient.Zerobus)
-	if _, err := c.Count(t.Context(), tableName); !errors.Is(err, flightclient.ErrUnsupported) {
-		t.Errorf("Count() = %v; want ErrUnsupported", err)
-	}
-	if _, err := c.Counts(t.Context(), tableName); !errors.Is(err, flightclient.ErrUnsupported) {
-		t.Errorf("Counts() = %v; want ErrUnsupported", err)
-	}
-	if _, err := c.Describe(t.Context(), tableName); !errors.Is(err, flightclient.ErrUnsupported) {
-		t.Errorf("Describe() = %v; want ErrUnsupported", err)
+	addr := serve(t, &flight.BaseFlightServer{}) // answers every call Unimplemented
+	for _, dialect := range []flightclient.Dialect{flightclient.Zerobus, flightclient.Flight, flightclient.FlightSQL} {
+		t.Run(string(dialect), func(t *testing.T) {
+			c := testClient(t, "grpc://"+addr, dialect)
+			var ue *flightclient.UnsupportedError
+			if _, err := c.Count(t.Context(), tableName); !errors.Is(err, flightclient.ErrUnsupported) || !errors.As(err, &ue) || ue.Why == "" {
+				t.Errorf("Count() = %v; want an UnsupportedError with a reason", err)
+			}
+			if _, err := c.Counts(t.Context(), tableName); !errors.Is(err, flightclient.ErrUnsupported) {
+				t.Errorf("Counts() = %v; want ErrUnsupported", err)
+			}
+			if _, err := c.Describe(t.Context(), tableName); !errors.Is(err, flightclient.ErrUnsupported) {
+				t.Errorf("Describe() = %v; want ErrUnsupported", err)
+			}
+			if err := c.Create(t.Context(), tableName, arrowSchema()); !errors.Is(err, flightclient.ErrUnsupported) {
+				t.Errorf("Create() = %v; want ErrUnsupported", err)
+			}
+		})
 	}
 }
 

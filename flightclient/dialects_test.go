@@ -321,8 +321,8 @@ func TestFlightSQLDescribeWithGetTables(t *testing.T) {
 	}
 	missing := tableName
 	missing.Table = "nope"
-	if _, err := c.Describe(t.Context(), missing); status.Code(err) != codes.NotFound {
-		t.Errorf("Describe(missing) = %v; want NotFound", err)
+	if _, err := c.Describe(t.Context(), missing); !errors.Is(err, flightclient.ErrTableNotFound) {
+		t.Errorf("Describe(missing) = %v; want ErrTableNotFound", err)
 	}
 	if _, err := c.Count(t.Context(), tableName); !errors.Is(err, flightclient.ErrUnsupported) {
 		t.Errorf("Count() = %v; want ErrUnsupported", err)

@@ -33,16 +33,50 @@ func ParseDialect(s string) (Dialect, error) {
 	return "", fmt.Errorf("unknown protocol %q, want zerobus, flight or flightsql", s)
 }
 
-// ErrUnsupported means the target does not offer an optional capability (counting rows, describing a
-// table, flushing), typically because it answered Unimplemented.
-var ErrUnsupported = errors.New("not supported by the target")
+// Errors callers test for with errors.Is.
+var (
+	// ErrUnsupported means the target does not offer an optional capability (counting rows,
+	// describing or creating a table), typically because it answered Unimplemented. The error is an
+	// *UnsupportedError, which says why.
+	ErrUnsupported = errors.New("not supported by the target")
+	// ErrTableNotFound means the target has no such table. The error keeps the target's status.
+	ErrTableNotFound = errors.New("table not found")
+)
 
-// Client is a connection pool to one Flight endpoint. It is safe for concurrent use.
+// UnsupportedError says which optional capability the target lacks and why. It matches
+// ErrUnsupported with errors.Is.
+type UnsupportedError struct {
+	What string // "count rows", "describe tables", "create tables"
+	Why  string // the target's own words, or what the client concluded
+	Err  error  // the status behind it, if any
+}
+
+func (e *UnsupportedError) Error() string { return "the target cannot " + e.What + ": " + e.Why }
+
+// Is makes errors.Is(err, ErrUnsupported) true.
+func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
+
+// Unwrap returns the status behind the error.
+func (e *UnsupportedError) Unwrap() error { return e.Err }
+
+// Client is a connection pool to one Flight endpoint, speaking one dialect. It is safe for concurrent
+// use.
 type Client struct {
 	dialect Dialect
+	proto   protocol // the dialect's DoPut
+	tables  tables   // the dialect's table operations
 	cfg     config
 	conns   []*grpc.ClientConn         // owned; nil for NewFromConn
 	raw     []grpc.ClientConnInterface // every connection streams are spread over
+}
+
+// newClient makes a client without connections: the dialect's two halves and the configuration.
+func newClient(dialect Dialect, opts []Option) (*Client, error) {
+	if _, err := ParseDialect(string(dialect)); err != nil {
+		return nil, fmt.Errorf("flightclient: %w", err)
+	}
+	cfg := newConfig(opts)
+	return &Client{dialect: dialect, proto: protocolFor(dialect, cfg.createTable), tables: tablesFor(dialect), cfg: cfg}, nil
 }
 
 // New parses endpoint (grpc://host:port plaintext; grpc+tls://host:port or https://host[:port] with
@@ -51,15 +85,15 @@ type Client struct {
 // A bare host[:port] is read as https://, as the Zerobus SDKs do. Paths, queries and user info are
 // refused.
 func New(endpoint string, dialect Dialect, opts ...Option) (*Client, error) {
-	if _, err := ParseDialect(string(dialect)); err != nil {
-		return nil, fmt.Errorf("flightclient: %w", err)
+	c, err := newClient(dialect, opts)
+	if err != nil {
+		return nil, err
 	}
 	ep, err := ParseEndpoint(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("flightclient: %w", err)
 	}
-	cfg := newConfig(opts)
-	c := &Client{dialect: dialect, cfg: cfg}
+	cfg := c.cfg
 	creds := insecure.NewCredentials()
 	if ep.TLS {
 		tc := cfg.tls.Clone()
@@ -70,7 +104,7 @@ func New(endpoint string, dialect Dialect, opts ...Option) (*Client, error) {
 	}
 	dialOpts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithUserAgent("loader"),
+		grpc.WithUserAgent(cfg.userAgent),
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallSendMsgSize(cfg.sendLimit()),
 			grpc.MaxCallRecvMsgSize(cfg.recvLimit()),
@@ -94,14 +128,15 @@ func New(endpoint string, dialect Dialect, opts ...Option) (*Client, error) {
 // WithDialOptions are ignored; message size limits are the caller's to set on cc, as gRPC applies them
 // per connection, so they should fit the frame limit.
 func NewFromConn(cc grpc.ClientConnInterface, dialect Dialect, opts ...Option) (*Client, error) {
-	if _, err := ParseDialect(string(dialect)); err != nil {
-		return nil, fmt.Errorf("flightclient: %w", err)
-	}
 	if cc == nil {
 		return nil, errors.New("flightclient: nil connection")
 	}
-	cfg := newConfig(opts)
-	return &Client{dialect: dialect, cfg: cfg, raw: []grpc.ClientConnInterface{cc}}, nil
+	c, err := newClient(dialect, opts)
+	if err != nil {
+		return nil, err
+	}
+	c.raw = []grpc.ClientConnInterface{cc}
+	return c, nil
 }
 
 // Dialect returns the client's dialect.
@@ -130,7 +165,8 @@ type Stats struct {
 	Calls     int64 // DoPuts opened
 }
 
-// outgoing returns ctx with the call's metadata: the bearer token and, for Zerobus, the table header.
+// outgoing returns ctx with the call's metadata: the bearer token and the dialect's headers (for
+// Zerobus, the table's).
 func (c *Client) outgoing(ctx context.Context, table tableschema.TableName) (context.Context, error) {
 	md := metadata.MD{}
 	if c.cfg.token != nil {
@@ -142,8 +178,8 @@ func (c *Client) outgoing(ctx context.Context, table tableschema.TableName) (con
 			md.Set(zerobus.HeaderAuthorization, "Bearer "+tok)
 		}
 	}
-	if c.dialect == Zerobus && table.Table != "" {
-		md.Set(zerobus.HeaderTableName, table.String())
+	if table.Table != "" {
+		c.proto.header(md, table)
 	}
 	return metadata.NewOutgoingContext(ctx, md), nil
 }

@@ -13,10 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
-	pb "github.com/apache/arrow-go/v18/arrow/flight/gen/flight"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/loaderproject/loader/partitioner"
 	"github.com/loaderproject/loader/tableschema"
@@ -102,7 +99,7 @@ func (c *Client) Load(ctx context.Context, table tableschema.TableName, schema *
 	if err := ctx.Err(); err != nil {
 		return stats, err
 	}
-	first, err := c.schemaFrame(table, enc)
+	first, err := c.proto.schemaFrame(table, enc.SchemaMessage())
 	if err != nil {
 		return stats, err
 	}
@@ -122,45 +119,6 @@ func (c *Client) Load(ctx context.Context, table tableschema.TableName, schema *
 		return stats, cerr
 	}
 	return stats, err
-}
-
-// schemaFrame builds the first FlightData of every call.
-func (c *Client) schemaFrame(table tableschema.TableName, enc *partitioner.Encoder) (*flight.FlightData, error) {
-	fd := &flight.FlightData{DataHeader: enc.SchemaMessage()}
-	switch c.dialect {
-	case Flight:
-		fd.FlightDescriptor = &flight.FlightDescriptor{Type: flight.DescriptorPATH, Path: table.Parts()}
-	case FlightSQL:
-		notExist := pb.CommandStatementIngest_TableDefinitionOptions_TABLE_NOT_EXIST_OPTION_FAIL
-		if c.cfg.createTable {
-			notExist = pb.CommandStatementIngest_TableDefinitionOptions_TABLE_NOT_EXIST_OPTION_CREATE
-		}
-		cmd := &pb.CommandStatementIngest{
-			TableDefinitionOptions: &pb.CommandStatementIngest_TableDefinitionOptions{
-				IfNotExist: notExist,
-				IfExists:   pb.CommandStatementIngest_TableDefinitionOptions_TABLE_EXISTS_OPTION_APPEND,
-			},
-			Table:   table.Table,
-			Schema:  &table.Schema,
-			Catalog: &table.Catalog,
-		}
-		var a anypb.Any
-		if err := a.MarshalFrom(cmd); err != nil {
-			return nil, fmt.Errorf("flightclient: CommandStatementIngest: %w", err)
-		}
-		b, err := proto.Marshal(&a)
-		if err != nil {
-			return nil, fmt.Errorf("flightclient: CommandStatementIngest: %w", err)
-		}
-		fd.FlightDescriptor = &flight.FlightDescriptor{Type: flight.DescriptorCMD, Cmd: b}
-	}
-	return fd, nil
-}
-
-// ackless reports whether the current call acknowledges its frames only when it ends OK: always in
-// Flight SQL, and in Flight until the server sent an ack (acksSeen).
-func (lr *loadRun) ackless(acksSeen bool) bool {
-	return lr.c.dialect == FlightSQL || (lr.c.dialect == Flight && !acksSeen)
 }
 
 // item is a frame taken from the channel, reported to acked once all its rows are durable.
@@ -353,128 +311,156 @@ func (s *stream) session(ctx context.Context) (endReason, error) {
 	if err := s.prepare(); err != nil {
 		return 0, &fatal{err}
 	}
-	cfg := &s.lr.c.cfg
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(errCallOver)
-	octx, err := s.lr.c.outgoing(callCtx, s.lr.table)
+	cl, err := s.open(ctx, callCtx, cancel)
+	if cl != nil {
+		defer s.closeCall(cl)
+	}
 	if err != nil {
 		return 0, err
+	}
+	return s.pump(ctx, callCtx, cl)
+}
+
+// open starts a DoPut: it sends the schema frame and, where the dialect has one, waits for READY.
+// It returns the call as soon as its receiver runs (even with an error), so the caller can close it.
+func (s *stream) open(ctx, callCtx context.Context, cancel context.CancelCauseFunc) (*call, error) {
+	octx, err := s.lr.c.outgoing(callCtx, s.lr.table)
+	if err != nil {
+		return nil, err
 	}
 	s.lr.calls.Add(1)
 	ps, err := s.svc.DoPut(octx, callCodec)
 	if err != nil {
-		return 0, classify(fmt.Errorf("open: %w", err))
+		return nil, classify(fmt.Errorf("open: %w", err))
 	}
 	cl := &call{ps: ps, cancel: cancel, ready: make(chan struct{}), recvDone: make(chan struct{})}
-	cl.timer = time.AfterFunc(time.Hour, func() { s.ackTimerFired(cl) })
-	cl.timer.Stop()
 	s.mu.Lock()
 	s.cur = cl
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.cur = nil
-		s.mu.Unlock()
-		cl.timer.Stop()
-	}()
 	go s.receive(cl)
-	defer func() {
-		cancel(errCallOver)
-		<-cl.recvDone
-	}()
 	s.log.Debug("DoPut opened")
 
 	if err := ps.Send(s.lr.first); err != nil {
-		return 0, s.sendFailed(ctx, callCtx, cl, err)
+		return cl, s.sendFailed(ctx, callCtx, cl, err)
 	}
-	if s.lr.c.dialect == Zerobus {
-		t := time.AfterFunc(cfg.readyTimeout, func() { cancel(errReadyTimeout) })
-		select {
-		case <-cl.ready:
-			t.Stop()
-		case <-cl.recvDone:
-			t.Stop()
-			return 0, s.failure(ctx, callCtx, cl, errors.New("the server ended the call before READY"))
-		case <-callCtx.Done():
-			t.Stop()
-			return 0, s.failure(ctx, callCtx, cl, nil)
-		}
+	if !s.lr.c.proto.awaitsReady() {
+		return cl, nil
 	}
+	t := time.AfterFunc(s.lr.c.cfg.readyTimeout, func() { cancel(errReadyTimeout) })
+	defer t.Stop()
+	select {
+	case <-cl.ready:
+		return cl, nil
+	case <-cl.recvDone:
+		return cl, s.failure(ctx, callCtx, cl, errors.New("the server ended the call before READY"))
+	case <-callCtx.Done():
+		return cl, s.failure(ctx, callCtx, cl, nil)
+	}
+}
 
-	var (
-		closing   bool
-		drainSet  bool
-		want      endReason
-		lastFrame = time.Now()
-		atCap     bool
-		idle      = time.NewTimer(time.Hour)
-		rotate    = time.NewTimer(time.Hour)
-		drain     = time.NewTimer(time.Hour)
-	)
-	idle.Stop()
-	rotate.Stop()
-	drain.Stop()
-	defer idle.Stop()
-	defer rotate.Stop()
-	defer drain.Stop()
+// closeCall ends the call's receiver and forgets the call.
+func (s *stream) closeCall(cl *call) {
+	cl.cancel(errCallOver)
+	<-cl.recvDone
+	s.mu.Lock()
+	s.cur = nil
+	if cl.timer != nil {
+		cl.timer.Stop()
+	}
+	s.mu.Unlock()
+}
 
+// alarm is a timer made on first use: until set, its channel is nil, so a select never takes it.
+type alarm struct{ t *time.Timer }
+
+func (a *alarm) set(d time.Duration) {
+	if a.t == nil {
+		a.t = time.NewTimer(d)
+		return
+	}
+	a.t.Reset(d)
+}
+
+func (a *alarm) c() <-chan time.Time {
+	if a.t == nil {
+		return nil
+	}
+	return a.t.C
+}
+
+func (a *alarm) stop() {
+	if a.t != nil {
+		a.t.Stop()
+	}
+}
+
+// view is a consistent snapshot of the stream's state, taken under mu.
+type view struct {
+	queued, sent int
+	unacked      int64
+	rotateBy     time.Time
+	acksSeen     bool
+}
+
+func (s *stream) view() view {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return view{queued: len(s.queue), sent: s.sent, unacked: s.unacked, rotateBy: s.rotateBy, acksSeen: s.acksSeen}
+}
+
+// pumpState is what one call's loop in pump remembers between iterations.
+type pumpState struct {
+	closing   bool      // the client half-closed
+	want      endReason // why it did
+	drainSet  bool      // the drain alarm is running
+	lastFrame time.Time // when the last frame arrived from the channel
+	atCap     bool      // the stream stopped taking frames at its cap (reported once)
+
+	idle, rotate, drain alarm
+}
+
+// pump sends the stream's frames on an open call, takes new ones while the stream is under its cap,
+// and ends the call when the channel is done, the server asks to rotate, or a bounded call is full or
+// idle; then it waits for the call's end.
+func (s *stream) pump(ctx, callCtx context.Context, cl *call) (endReason, error) {
+	cfg := &s.lr.c.cfg
+	st := pumpState{lastFrame: time.Now()}
+	defer st.idle.stop()
+	defer st.rotate.stop()
+	defer st.drain.stop()
 	for {
-		if !closing {
+		if !st.closing {
 			for p := s.nextUnsent(); p != nil; p = s.nextUnsent() {
 				if err := s.sendPiece(cl, p); err != nil {
 					return 0, s.sendFailed(ctx, callCtx, cl, err)
 				}
 			}
 		}
-		s.mu.Lock()
-		queued, sent, unacked, rotateBy, acksSeen := len(s.queue), s.sent, s.unacked, s.rotateBy, s.acksSeen
-		s.mu.Unlock()
-		ackless := s.lr.ackless(acksSeen)
-		rotating := !rotateBy.IsZero()
-
-		if !closing {
-			now := time.Now()
-			switch {
-			case rotating && (sent == 0 || !now.Before(rotateBy)):
-				closing, want = true, endRotate
-			case s.framesDone:
-				closing, want = true, endDone
-			case ackless && sent > 0 && (cl.bytes >= cfg.callBytes || unacked >= cfg.streamCap || !now.Before(lastFrame.Add(cfg.idleFlush))):
-				closing, want = true, endCall
-			}
-			if closing {
-				if err := ps.CloseSend(); err != nil {
+		v := s.view()
+		ackless := s.lr.c.proto.ackless(v.acksSeen)
+		rotating := !v.rotateBy.IsZero()
+		if !st.closing {
+			if want, ok := s.closeReason(cl, v, ackless, st.lastFrame); ok {
+				st.closing, st.want = true, want
+				if err := cl.ps.CloseSend(); err != nil {
 					return 0, s.failure(ctx, callCtx, cl, err)
 				}
 			}
 		}
-		if closing && !drainSet && (queued == 0 || sent == 0 || want == endRotate) {
+		if st.closing && !st.drainSet && (v.queued == 0 || v.sent == 0 || st.want == endRotate) {
 			// Nothing left to wait for (or a rotation's grace is over): give the server a moment to
 			// end the call. Otherwise the ack timeout bounds the wait.
-			drainSet = true
-			drain.Reset(cfg.drainTimeout)
+			st.drainSet = true
+			st.drain.set(cfg.drainTimeout)
 		}
-
-		var frames <-chan *partitioner.Frame
-		switch {
-		case closing || rotating || s.framesDone:
-		case unacked < cfg.streamCap:
-			frames = s.lr.frames
-			atCap = false
-		case !atCap:
-			atCap = true
-			s.mu.Lock()
-			n := s.sent
-			s.mu.Unlock()
-			if h := cfg.capHook; h != nil {
-				h(s.id, n, unacked)
-			}
+		frames := s.intake(&st, v, rotating)
+		if !st.closing && ackless && v.sent > 0 {
+			st.idle.set(time.Until(st.lastFrame.Add(cfg.idleFlush)))
 		}
-		if !closing && ackless && sent > 0 {
-			idle.Reset(time.Until(lastFrame.Add(cfg.idleFlush)))
-		}
-		if !closing && rotating {
-			rotate.Reset(time.Until(rotateBy))
+		if !st.closing && rotating {
+			st.rotate.set(time.Until(v.rotateBy))
 		}
 
 		select {
@@ -483,33 +469,71 @@ func (s *stream) session(ctx context.Context) (endReason, error) {
 				s.framesDone = true
 				continue
 			}
-			lastFrame = time.Now()
+			st.lastFrame = time.Now()
 			s.enqueue(f)
 		case <-s.wake:
-		case <-idle.C:
-		case <-rotate.C:
+		case <-st.idle.c():
+		case <-st.rotate.c():
 		case <-cl.recvDone:
 			if ctx.Err() != nil || context.Cause(callCtx) != nil {
 				return 0, s.failure(ctx, callCtx, cl, nil)
 			}
-			return s.callFinished(cl, closing, want)
-		case <-drain.C:
-			cancel(errDrainTimeout)
-			<-cl.recvDone
-			s.mu.Lock()
-			left := len(s.queue)
-			s.mu.Unlock()
-			switch {
-			case want == endRotate:
-				return endRotate, nil
-			case left == 0:
-				return want, nil
-			}
-			return 0, errDrainTimeout
+			return s.callFinished(cl, st.closing, st.want)
+		case <-st.drain.c():
+			return s.drained(cl, st.want)
 		case <-callCtx.Done():
 			return 0, s.failure(ctx, callCtx, cl, nil)
 		}
 	}
+}
+
+// closeReason says whether the client should half-close the call now, and why.
+func (s *stream) closeReason(cl *call, v view, ackless bool, lastFrame time.Time) (endReason, bool) {
+	cfg := &s.lr.c.cfg
+	now := time.Now()
+	switch {
+	case !v.rotateBy.IsZero() && (v.sent == 0 || !now.Before(v.rotateBy)):
+		return endRotate, true
+	case s.framesDone:
+		return endDone, true
+	case ackless && v.sent > 0 && (cl.bytes >= cfg.callBytes || v.unacked >= cfg.streamCap || !now.Before(lastFrame.Add(cfg.idleFlush))):
+		return endCall, true
+	}
+	return 0, false
+}
+
+// intake returns the frames channel when the stream may take another frame, else nil; it reports
+// the first time the stream stops at its cap.
+func (s *stream) intake(st *pumpState, v view, rotating bool) <-chan *partitioner.Frame {
+	switch {
+	case st.closing || rotating || s.framesDone:
+		return nil
+	case v.unacked < s.lr.c.cfg.streamCap:
+		st.atCap = false
+		return s.lr.frames
+	case !st.atCap:
+		st.atCap = true
+		if h := s.lr.c.cfg.capHook; h != nil {
+			h(s.id, v.sent, v.unacked)
+		}
+	}
+	return nil
+}
+
+// drained ends a half-closed call whose server did not end it within the drain timeout.
+func (s *stream) drained(cl *call, want endReason) (endReason, error) {
+	cl.cancel(errDrainTimeout)
+	<-cl.recvDone
+	s.mu.Lock()
+	left := len(s.queue)
+	s.mu.Unlock()
+	switch {
+	case want == endRotate:
+		return endRotate, nil
+	case left == 0:
+		return want, nil
+	}
+	return 0, errDrainTimeout
 }
 
 // callFinished handles the end of the receiver: the server ended the call.
@@ -536,10 +560,10 @@ func (s *stream) callFinished(cl *call, closing bool, want endReason) (endReason
 		return 0, errors.New("the server ended the call before the client half-closed")
 	}
 	s.mu.Lock()
-	ackless := s.lr.ackless(s.acksSeen)
+	ackless := s.lr.c.proto.ackless(s.acksSeen)
 	var done []*partitioner.Frame
 	if ackless && s.sent > 0 {
-		if s.lr.c.dialect == FlightSQL && s.putCount != nil && *s.putCount != -1 && *s.putCount != s.sentRecords {
+		if s.putCount != nil && *s.putCount != -1 && *s.putCount != s.sentRecords {
 			n, sent := *s.putCount, s.sentRecords
 			s.mu.Unlock()
 			return 0, &fatal{fmt.Errorf("%w: the target reported %d rows ingested by a call that sent %d",
@@ -622,24 +646,26 @@ func (s *stream) sendPiece(cl *call, p *piece) error {
 		s.armLocked()
 	}
 	s.mu.Unlock()
-	fd := &flight.FlightData{DataHeader: p.frame.Header, DataBody: p.frame.Body}
-	if s.lr.c.dialect != FlightSQL {
-		fd.AppMetadata = zerobus.FrameMetadata(off)
-	}
+	fd := &flight.FlightData{DataHeader: p.frame.Header, DataBody: p.frame.Body, AppMetadata: s.lr.c.proto.frameMetadata(off)}
 	cl.bytes += int64(p.frame.Size())
 	return cl.ps.Send(fd)
 }
 
-// armLocked points the ack timer at the oldest piece on the wire.
+// armLocked points the ack timer at the oldest piece on the wire; the timer is made the first time
+// a call has a piece on the wire.
 func (s *stream) armLocked() {
-	if s.cur == nil {
-		return
+	cl := s.cur
+	switch {
+	case cl == nil:
+	case s.sent == 0:
+		if cl.timer != nil {
+			cl.timer.Stop()
+		}
+	case cl.timer == nil:
+		cl.timer = time.AfterFunc(time.Until(s.queue[0].sentAt.Add(s.lr.c.cfg.ackTimeout)), func() { s.ackTimerFired(cl) })
+	default:
+		cl.timer.Reset(time.Until(s.queue[0].sentAt.Add(s.lr.c.cfg.ackTimeout)))
 	}
-	if s.sent == 0 {
-		s.cur.timer.Stop()
-		return
-	}
-	s.cur.timer.Reset(time.Until(s.queue[0].sentAt.Add(s.lr.c.cfg.ackTimeout)))
 }
 
 func (s *stream) ackTimerFired(cl *call) {
@@ -677,46 +703,24 @@ func (s *stream) receive(cl *call) {
 	}
 }
 
-// handle processes one PutResult.
+// handle processes one PutResult as the dialect reads it.
 func (s *stream) handle(cl *call, res *flight.PutResult) error {
-	switch s.lr.c.dialect {
-	case Zerobus:
-		ack, err := zerobus.ParseAck(res.GetAppMetadata())
-		if err != nil {
-			return &fatal{err}
-		}
-		if !cl.isReady {
-			switch {
-			case ack.IsReady():
-				cl.isReady = true
-				close(cl.ready)
-				return nil
-			case ack.Offset == zerobus.ReadyOffset && ack.Records == 0:
-				return errors.New("the server asked to rotate before READY")
-			}
-			return &fatal{fmt.Errorf("%w: the first answer %s is not READY", zerobus.ErrProtocol, ack.Marshal())}
-		}
-		return s.applyAck(ack)
-	case Flight:
-		ack, err := zerobus.ParseAck(res.GetAppMetadata())
-		if err != nil || ack.IsReady() {
-			return nil // not an ack: this server acknowledges at the end of the call
-		}
+	ans, err := s.lr.c.proto.parse(res, cl.isReady)
+	if err != nil {
+		return err
+	}
+	switch ans.kind {
+	case answerReady:
+		cl.isReady = true
+		close(cl.ready)
+	case answerAck:
 		s.mu.Lock()
 		s.acksSeen = true
 		s.mu.Unlock()
-		return s.applyAck(ack)
-	case FlightSQL:
-		if len(res.GetAppMetadata()) == 0 {
-			return nil
-		}
-		var r pb.DoPutUpdateResult
-		if err := proto.Unmarshal(res.GetAppMetadata(), &r); err != nil {
-			return nil
-		}
-		n := r.GetRecordCount()
+		return s.applyAck(ans.ack)
+	case answerCount:
 		s.mu.Lock()
-		s.putCount = &n
+		s.putCount = &ans.count
 		s.mu.Unlock()
 	}
 	return nil

@@ -34,6 +34,7 @@ type config struct {
 	idleFlush    time.Duration
 	rpcTimeout   time.Duration
 	createTable  bool
+	userAgent    string
 
 	// capHook, when set (by tests), is called each time a stream stops taking frames because its
 	// unacknowledged bytes reached the cap.
@@ -58,6 +59,8 @@ const (
 	// DefaultDrainTimeout bounds the wait for the end of a call after the client half-closed with
 	// nothing left unacknowledged (the SDK drains a rotated stream for 500 ms).
 	DefaultDrainTimeout = 500 * time.Millisecond
+	// DefaultUserAgent is the gRPC user agent without a version (gRPC appends its own).
+	DefaultUserAgent = "loader"
 )
 
 // headroom is added to the frame limit for the FlightData envelope (descriptor, app_metadata,
@@ -81,6 +84,7 @@ func newConfig(opts []Option) config {
 		callBytes:     DefaultCallBytes,
 		idleFlush:     DefaultIdleFlush,
 		rpcTimeout:    DefaultRPCTimeout,
+		userAgent:     DefaultUserAgent,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -213,9 +217,20 @@ func WithRPCTimeout(d time.Duration) Option {
 	return func(c *config) { setPositive(&c.rpcTimeout, d) }
 }
 
-// WithCreateTable makes Flight SQL ingest create the table when it does not exist
-// (TABLE_NOT_EXIST_OPTION_CREATE). Default false: a missing table fails the load. Other dialects
-// ignore it: Zerobus never creates tables.
+// WithCreateTable makes every Flight SQL ingest call create the table when it does not exist
+// (TABLE_NOT_EXIST_OPTION_CREATE, with TABLE_EXISTS_OPTION_APPEND: ADBC's create_append mode).
+// Default false: a missing table fails the load. Other dialects ignore it: Zerobus never creates
+// tables, and a plain Flight DoPut has no way to ask.
 func WithCreateTable(create bool) Option {
 	return func(c *config) { c.createTable = create }
+}
+
+// WithUserAgent sets the gRPC user agent, e.g. "loader/1.2.0" (gRPC appends "grpc-go/<version>").
+// Default DefaultUserAgent; an empty string keeps the default.
+func WithUserAgent(ua string) Option {
+	return func(c *config) {
+		if ua != "" {
+			c.userAgent = ua
+		}
+	}
 }
