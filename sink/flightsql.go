@@ -42,7 +42,7 @@ func newSQLServer(s *Server) *sqlServer {
 		flightsql.SqlInfoFlightSqlServerVersion:                     ServerVersion,
 		flightsql.SqlInfoFlightSqlServerArrowVersion:                "18",
 		flightsql.SqlInfoFlightSqlServerReadOnly:                    false,
-		flightsql.SqlInfoFlightSqlServerSql:                         false,
+		flightsql.SqlInfoFlightSqlServerSql:                         true, // SELECT count(*) only: see flightsql_query.go
 		flightsql.SqlInfoFlightSqlServerSubstrait:                   false,
 		flightsql.SqlInfoFlightSqlServerTransaction:                 int32(flightsql.SqlTransactionNone),
 		flightsql.SqlInfoFlightSqlServerCancel:                      false,
@@ -146,15 +146,22 @@ func (q *sqlServer) DoPutCommandStatementIngest(ctx context.Context, cmd flights
 		}
 		if !s.cfg.discard {
 			t, err = s.wh.CreateTable(ctx, name, target)
-			if errors.Is(err, warehouse.ErrTableExists) {
-				return 0, status.Errorf(codes.AlreadyExists, "ingest into %s: the table was created by another call meanwhile", name)
-			}
-			if err != nil {
+			switch {
+			case errors.Is(err, warehouse.ErrTableExists):
+				// Another call created it meanwhile (parallel streams all ask to create): go on as
+				// if it had existed.
+				if t, err = s.wh.Table(ctx, name); err != nil {
+					return 0, tableStatus(name, err)
+				}
+				exists = true
+			case err != nil:
 				return 0, tableStatus(name, err)
+			default:
+				s.log.Info("sink: created table for Flight SQL ingest", "table", name.String(), "columns", target.SQL())
 			}
-			s.log.Info("sink: created table for Flight SQL ingest", "table", name.String(), "columns", target.SQL())
 		}
-	} else {
+	}
+	if exists {
 		switch opts.GetIfExists() {
 		case flightsql.TableDefinitionOptionsTableExistsOptionAppend:
 			if target, err = t.Schema(ctx); err != nil {

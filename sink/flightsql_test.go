@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-adbc/go/adbc"
 	adbcflightsql "github.com/apache/arrow-adbc/go/adbc/driver/flightsql"
@@ -334,8 +335,8 @@ func TestADBCIngest(t *testing.T) {
 func TestFlightSQLUnsupported(t *testing.T) {
 	e := start(t, "")
 	cl := &flightsql.Client{Client: flight.NewClientFromConn(e.conn, nil), Alloc: memory.DefaultAllocator}
-	if _, err := cl.Execute(t.Context(), "SELECT 1"); status.Code(err) != codes.Unimplemented {
-		t.Errorf("Execute(SELECT 1) = %v; want Unimplemented", err)
+	if _, err := cl.Execute(t.Context(), "SELECT 1"); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "SELECT count(*) FROM <table>") {
+		t.Errorf("Execute(SELECT 1) = %v; want InvalidArgument naming the one statement the sink runs", err)
 	}
 	if _, err := cl.BeginTransaction(t.Context()); status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "transactions") {
 		t.Errorf("BeginTransaction = %v; want Unimplemented naming transactions", err)
@@ -401,4 +402,117 @@ func TestFlightSQLIngestMemoryLimit(t *testing.T) {
 	if c := e.flushCount(name); c.Committed != 0 {
 		t.Errorf("committed %d rows; want 0", c.Committed)
 	}
+}
+
+// countRows runs a statement and reads its one integer.
+func countRows(t *testing.T, cl *flightsql.Client, query string) (int64, error) {
+	t.Helper()
+	info, err := cl.Execute(t.Context(), query)
+	if err != nil {
+		return 0, err
+	}
+	rdr, err := cl.DoGet(t.Context(), info.Endpoint[0].Ticket)
+	if err != nil {
+		return 0, err
+	}
+	defer rdr.Release()
+	var got []int64
+	for rdr.Next() {
+		got = append(got, rdr.RecordBatch().Column(0).(*array.Int64).Int64Values()...)
+	}
+	if err := rdr.Err(); err != nil {
+		return 0, err
+	}
+	if len(got) != 1 {
+		t.Fatalf("%s returned %d rows; want 1", query, len(got))
+	}
+	return got[0], nil
+}
+
+// TestFlightSQLCount: SELECT count(*) counts every acknowledged row (committing the log's first), in
+// the spellings clients use; other tables and statements fail clearly.
+func TestFlightSQLCount(t *testing.T) {
+	e := start(t, "", sink.WithCommitInterval(time.Hour)) // nothing commits unless asked
+	name, ts := e.createTable("main.sales.orders", "id BIGINT NOT NULL, s STRING")
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rec := batch(t, mem, ts.Arrow(), 0, 25)
+	defer rec.Release()
+	schemaFrame, data := encode(t, ts.Arrow(), []arrow.RecordBatch{rec})
+	st := e.zerobus(t.Context(), name.String(), "")
+	if _, err := setup(st, schemaFrame); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(withOffset(data[0], 0)); err != nil {
+		t.Fatal(err)
+	}
+	st.CloseSend()
+	if _, err := drain(st); err != nil {
+		t.Fatal(err)
+	}
+	cl := &flightsql.Client{Client: flight.NewClientFromConn(e.conn, nil), Alloc: mem}
+	for _, q := range []string{
+		`SELECT count(*) FROM "main"."sales"."orders"`,
+		"select COUNT( * ) from main.sales.orders;",
+		`SELECT count(1) FROM "main" . sales . "orders"`,
+	} {
+		if n, err := countRows(t, cl, q); err != nil || n != 25 {
+			t.Errorf("%s = %d, %v; want 25", q, n, err)
+		}
+	}
+	if c := e.flushCount(name); c.Committed != 25 || c.Acknowledged != 0 {
+		t.Errorf("after the count: %+v; want 25 committed, none left in the log", c)
+	}
+	e.createTable("main.default.short", "id BIGINT")
+	if n, err := countRows(t, cl, "SELECT count(*) FROM short"); err != nil || n != 0 {
+		t.Errorf("count of main.default.short by its bare name = %d, %v; want 0", n, err)
+	}
+	if _, err := cl.Execute(t.Context(), `SELECT count(*) FROM "main"."sales"."nope"`); status.Code(err) != codes.NotFound {
+		t.Errorf("count of a missing table = %v; want NotFound", err)
+	}
+	for _, q := range []string{"SELECT count(*) FROM a.b.c.d", "SELECT count(*) FROM t WHERE 1=1", "DROP TABLE main.sales.orders"} {
+		if _, err := cl.Execute(t.Context(), q); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s = %v; want InvalidArgument", q, err)
+		}
+	}
+
+	discard := start(t, e.wh.Dir(), sink.WithDiscard(true))
+	dcl := &flightsql.Client{Client: flight.NewClientFromConn(discard.conn, nil), Alloc: mem}
+	if _, err := dcl.Execute(t.Context(), "SELECT count(*) FROM main.sales.orders"); status.Code(err) != codes.Unimplemented {
+		t.Errorf("count on a discarding sink = %v; want Unimplemented", err)
+	}
+}
+
+// TestFlightSQLCreateConcurrently: parallel ingest calls that all ask to create a missing table
+// (create, else append: what a loader's streams send) all succeed, and every row lands once.
+func TestFlightSQLCreateConcurrently(t *testing.T) {
+	e := start(t, "")
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	cl := &flightsql.Client{Client: flight.NewClientFromConn(e.conn, nil), Alloc: mem}
+	req := &flightsql.ExecuteIngestOpts{Table: "raced", Catalog: ptr("main"), Schema: ptr("sales"),
+		TableDefinitionOptions: opts(flightsql.TableDefinitionOptionsTableNotExistOptionCreate, flightsql.TableDefinitionOptionsTableExistsOptionAppend)}
+	const calls, per = 6, 40
+	errs := make(chan error, calls)
+	for i := range calls {
+		go func() {
+			rec := sqlBatch(t, mem, sqlSource, i*per, per)
+			defer rec.Release()
+			rdr, err := array.NewRecordReader(sqlSource, []arrow.RecordBatch{rec})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer rdr.Release()
+			_, err = cl.ExecuteIngest(t.Context(), rdr, req)
+			errs <- err
+		}()
+	}
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Errorf("ExecuteIngest = %v; want every racing create-or-append call to succeed", err)
+		}
+	}
+	name := tableschema.TableName{Catalog: "main", Schema: "sales", Table: "raced"}
+	sameRows(t, scan(t, e.wh, name), sqlExpected(0, calls*per))
 }

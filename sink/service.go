@@ -40,7 +40,7 @@ func tableStatus(name tableschema.TableName, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, warehouse.ErrTableNotFound):
-		return status.Errorf(codes.NotFound, "table %s does not exist (create it first, e.g. `loader table create %s --columns ...`)", name, name)
+		return status.Errorf(codes.NotFound, "table %s does not exist", name)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
 	}
@@ -314,7 +314,7 @@ func (svc *service) DoAction(a *flight.Action, stream flight.FlightService_DoAct
 		if svc.s.cfg.discard && a.GetType() != sinkapi.ActionDescribe {
 			// Nothing is stored, so nothing can be counted: clients treat Unimplemented as "this
 			// target cannot count" and skip verification instead of reporting a mismatch.
-			return status.Errorf(codes.Unimplemented, "action %s: the sink runs with --discard and stores nothing to count", a.GetType())
+			return status.Errorf(codes.Unimplemented, "action %s: the sink discards what it receives and stores nothing to count", a.GetType())
 		}
 		switch a.GetType() {
 		case sinkapi.ActionCount:
