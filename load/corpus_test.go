@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/loaderproject/loader/embedded"
 	"github.com/loaderproject/loader/internal/corpus"
 	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/load"
@@ -93,18 +94,17 @@ func loadCorpusFile(t *testing.T, f corpus.File) string {
 	}()
 	dir := t.TempDir()
 	cfg := load.Config{
-		Sources:   []string{f.Path},
-		Table:     table,
-		Warehouse: dir,
+		Sources: []string{f.Path},
+		Table:   table,
+		Target:  embedded.New(dir, embedded.WithCommitInterval(10*time.Millisecond)),
 		// One decoder and one stream deliver the rows in file order, and the sink commits them in
 		// arrival order: the table can be compared with the file row by row.
-		Streams:        1,
-		Connections:    1,
-		Decoders:       1,
-		MaxFrameBytes:  64 << 10, // several frames from the larger files
-		ManifestDir:    t.TempDir(),
-		CommitInterval: 10 * time.Millisecond,
-		Allocator:      mem,
+		Streams:       1,
+		Connections:   1,
+		Decoders:      1,
+		MaxFrameBytes: 64 << 10, // several frames from the larger files
+		ManifestDir:   t.TempDir(),
+		Allocator:     mem,
 	}
 	why, unreadable := corpus.KnownUnreadable[f.Name()]
 

@@ -16,6 +16,7 @@ package load
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"sync/atomic"
@@ -62,16 +63,21 @@ type Config struct {
 	Sources []string
 	Table   tableschema.TableName
 
-	// Endpoint is the target's URL; empty runs the embedded sink in-process over Warehouse.
+	// Target is where the rows go (the embedded sink, see package embedded). When nil, Run makes the
+	// remote target Endpoint names (NewRemote), in Protocol, with Token and UserAgent.
+	Target    Target
 	Endpoint  string
 	Protocol  flightclient.Dialect
 	Token     string
-	Warehouse string
-	// CreateTable creates the table from the first file's schema (embedded sink only) when it does
-	// not exist.
+	UserAgent string
+	// CreateTable creates the table when the target does not have it, with TableSchema's columns or
+	// the first file's canonical schema, where the target can create tables (the embedded sink,
+	// Flight SQL). Where the target cannot say whether the table exists, it is asked to create it if
+	// it does not.
 	CreateTable bool
-	// TableSchema declares the target's columns for targets that cannot describe their tables (a
-	// Zerobus endpoint); without it, the first file's canonical schema is assumed.
+	// TableSchema declares the table's columns. It overrides what the target describes (a warning is
+	// logged when the two differ), and is what is assumed for targets that cannot describe their
+	// tables (Zerobus); without it, those take the first file's canonical schema.
 	TableSchema *tableschema.Schema
 
 	Streams          int
@@ -94,7 +100,8 @@ type Config struct {
 
 	// Force ignores the manifest and loads everything again.
 	Force bool
-	// ManifestDir holds manifests for remote targets; the embedded sink keeps them in the warehouse.
+	// ManifestDir holds the manifests. Default: the target's own place (the embedded sink keeps them
+	// in its warehouse), else $XDG_STATE_HOME/loader/manifests.
 	ManifestDir string
 	OnError     OnError
 	// QuarantineDir receives the dead-letter files of OnErrorQuarantine, in a subdirectory per run.
@@ -103,8 +110,6 @@ type Config struct {
 	// StallTimeout stops a unit whose decoder makes no progress for this long (time spent waiting
 	// for the target does not count). Default 5 minutes.
 	StallTimeout time.Duration
-	// CommitInterval is the embedded sink's commit interval (0: its default).
-	CommitInterval time.Duration
 
 	// Allocator allocates the pipeline's Arrow buffers (default memory.DefaultAllocator); tests pass a
 	// checked allocator to catch leaks.
@@ -113,23 +118,30 @@ type Config struct {
 	Progress  *Progress
 }
 
+// The defaults, for callers (the CLI's flags) to show; applyDefaults applies them.
+const (
+	DefaultProtocol         = flightclient.Zerobus // the main target (issue 3)
+	DefaultStreams          = 4                    // enough to hide one stream's ack latency; more rarely helps on one machine
+	DefaultMaxInflightBytes = 256 << 20            // issue 3's default memory bound
+	DefaultStallTimeout     = 5 * time.Minute      // far beyond any healthy unit's decode time, short of forever
+	DefaultQuarantineDir    = "quarantine"
+)
+
 func (c *Config) applyDefaults() error {
 	if len(c.Sources) == 0 {
 		return errors.Join(ErrConfig, errors.New("no sources given"))
 	}
+	if c.Target == nil && c.Endpoint == "" {
+		return errors.Join(ErrConfig, errors.New("no target: give an endpoint or a Target"))
+	}
 	if c.Protocol == "" {
-		c.Protocol = flightclient.Zerobus // issue 3: --protocol defaults to zerobus
+		c.Protocol = DefaultProtocol
 	}
-	switch c.Protocol {
-	case flightclient.Zerobus, flightclient.Flight, flightclient.FlightSQL:
-	default:
-		return errors.Join(ErrConfig, errors.New("--protocol must be zerobus, flightsql or flight"))
-	}
-	if c.Warehouse == "" {
-		c.Warehouse = "warehouse" // issue 3: default ./warehouse
+	if _, err := flightclient.ParseDialect(string(c.Protocol)); err != nil {
+		return errors.Join(ErrConfig, err)
 	}
 	if c.Streams <= 0 {
-		c.Streams = 1
+		c.Streams = DefaultStreams
 	}
 	if c.Connections <= 0 {
 		c.Connections = min(c.Streams, 8) // one HTTP/2 connection per stream, up to a point: one connection is a bottleneck
@@ -144,7 +156,7 @@ func (c *Config) applyDefaults() error {
 		c.MaxFrameBytes = partitioner.DefaultMaxFrameBytes
 	}
 	if c.MaxInflightBytes <= 0 {
-		c.MaxInflightBytes = 256 << 20 // issue 3 default
+		c.MaxInflightBytes = DefaultMaxInflightBytes
 	}
 	if c.OnError == "" {
 		c.OnError = OnErrorFail
@@ -152,13 +164,13 @@ func (c *Config) applyDefaults() error {
 	switch c.OnError {
 	case OnErrorFail, OnErrorSkipFile, OnErrorQuarantine:
 	default:
-		return errors.Join(ErrConfig, errors.New("--on-error must be fail, skip-file or quarantine"))
+		return errors.Join(ErrConfig, fmt.Errorf("error policy %q, want fail, skip-file or quarantine", c.OnError))
 	}
 	if c.QuarantineDir == "" {
-		c.QuarantineDir = "quarantine"
+		c.QuarantineDir = DefaultQuarantineDir
 	}
 	if c.StallTimeout <= 0 {
-		c.StallTimeout = 5 * time.Minute // far beyond any healthy unit's decode time, short of forever
+		c.StallTimeout = DefaultStallTimeout
 	}
 	if err := c.CSV.Check(); err != nil {
 		return errors.Join(ErrConfig, err)
@@ -188,8 +200,10 @@ type Summary struct {
 	Streams        int     `json:"streams"`
 	Retries        int64   `json:"retries"`
 	SkippedUnits   int64   `json:"skipped_units"`
-	// VerifiedRows is the table's row growth during the load, nil when the target cannot count.
+	// VerifiedRows is the table's row growth during the load, nil when it was not verified; then
+	// NotVerified says why ("the load failed", or why the target cannot count).
 	VerifiedRows *int64 `json:"verified_rows"`
+	NotVerified  string `json:"not_verified,omitempty"`
 
 	// Every row read is loaded, quarantined or refused (or, after an interrupt, unsent):
 	// RowsRead = Rows + RowsQuarantined + RowsRefused. Rows skipped as already loaded are not read.
@@ -204,6 +218,8 @@ type Summary struct {
 	QuarantineDir string `json:"quarantine_dir,omitempty"`
 	Target        string `json:"target,omitempty"`
 	Table         string `json:"table,omitempty"`
+	// Error is why the load failed (or, with failed files, was partial); empty on success.
+	Error string `json:"error,omitempty"`
 }
 
 // FileFailure is a file that could not be loaded.
@@ -213,7 +229,12 @@ type FileFailure struct {
 	// RowsLoaded counts the file's rows that were loaded before it failed (units that completed
 	// earlier, or frames already acknowledged).
 	RowsLoaded int64 `json:"rows_loaded"`
+
+	err error
 }
+
+// Err returns the failure as an error, for errors.Is and errors.As.
+func (f FileFailure) Err() error { return f.err }
 
 // Progress holds live counters of a running load. All fields are safe to read at any time.
 type Progress struct {

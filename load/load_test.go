@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"go.uber.org/goleak"
 
+	"github.com/loaderproject/loader/embedded"
 	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/load"
@@ -110,16 +111,20 @@ func startSink(t *testing.T, wh *warehouse.Warehouse, opts ...sink.Option) (*sin
 	return srv, "grpc://" + lis.Addr().String()
 }
 
+// embeddedAt is the embedded sink over dir, committing often.
+func embeddedAt(dir string) load.Target {
+	return embedded.New(dir, embedded.WithCommitInterval(20*time.Millisecond))
+}
+
 func baseConfig(t *testing.T, mem memory.Allocator, sources ...string) load.Config {
 	return load.Config{
-		Sources:        sources,
-		Table:          table,
-		Streams:        3,
-		Connections:    2,
-		MaxFrameBytes:  64 << 10, // many frames from a small input
-		ManifestDir:    t.TempDir(),
-		CommitInterval: 20 * time.Millisecond,
-		Allocator:      mem,
+		Sources:       sources,
+		Table:         table,
+		Streams:       3,
+		Connections:   2,
+		MaxFrameBytes: 64 << 10, // many frames from a small input
+		ManifestDir:   t.TempDir(),
+		Allocator:     mem,
 	}
 }
 
@@ -156,7 +161,7 @@ func TestLoadEveryFormatIntoEmbeddedSink(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg := baseConfig(t, mem, src)
-			cfg.Warehouse = dir
+			cfg.Target = embeddedAt(dir)
 			sum := run(t, cfg)
 			if sum.Rows != rows || sum.VerifiedRows == nil || *sum.VerifiedRows != rows || sum.Files != 1 {
 				t.Errorf("summary = %+v; want %d rows, verified", sum, rows)
@@ -288,7 +293,7 @@ func TestLimitThenBackfill(t *testing.T) {
 		}
 	}
 	cfg := baseConfig(t, mem, data)
-	cfg.Warehouse = dir
+	cfg.Target = embeddedAt(dir)
 	cfg.Limit = 37
 	smoke := run(t, cfg)
 	if smoke.Rows != 37 || smoke.VerifiedRows == nil || *smoke.VerifiedRows != 37 {
@@ -310,7 +315,7 @@ func TestChangedFileLoadsAgainAndForceReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := baseConfig(t, memory.DefaultAllocator, src)
-	cfg.Warehouse = dir
+	cfg.Target = embeddedAt(dir)
 	run(t, cfg)
 	// Rewritten with other rows: a new file as far as the manifest knows.
 	if err := fixture.WriteParquet(src, 100, 120, 50); err != nil {
@@ -355,7 +360,7 @@ func TestMissingTableIsAClearError(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := baseConfig(t, memory.DefaultAllocator, src)
-	cfg.Warehouse = t.TempDir()
+	cfg.Target = embeddedAt(t.TempDir())
 	_, err := load.Run(context.Background(), cfg)
 	if !errors.Is(err, warehouse.ErrTableNotFound) {
 		t.Fatalf("Run into a missing table = %v; want ErrTableNotFound", err)
@@ -373,7 +378,7 @@ func TestCancelledBeforeStart(t *testing.T) {
 	}
 	dir, _ := newWarehouse(t, fixture.TableColumns)
 	cfg := baseConfig(t, memory.DefaultAllocator, src)
-	cfg.Warehouse = dir
+	cfg.Target = embeddedAt(dir)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := load.Run(ctx, cfg); !errors.Is(err, context.Canceled) {

@@ -55,11 +55,11 @@ var idName = arrow.NewSchema([]arrow.Field{
 	{Name: "name", Type: arrow.BinaryTypes.String, Nullable: true},
 }, nil)
 
-func embedded(t *testing.T, columns string, sources ...string) (load.Config, string) {
+func withTable(t *testing.T, columns string, sources ...string) (load.Config, string) {
 	t.Helper()
 	dir, _ := newWarehouse(t, columns)
 	cfg := baseConfig(t, memory.DefaultAllocator, sources...)
-	cfg.Warehouse = dir
+	cfg.Target = embeddedAt(dir)
 	return cfg, dir
 }
 
@@ -106,7 +106,7 @@ func TestQuarantineBadCSVRowsAndFiles(t *testing.T) {
 		{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "other", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 	}, nil), `[{"id": 9, "other": 1}]`)
 
-	cfg, dir := embedded(t, "id BIGINT NOT NULL, name STRING", data)
+	cfg, dir := withTable(t, "id BIGINT NOT NULL, name STRING", data)
 	cfg.OnError = load.OnErrorQuarantine
 	cfg.QuarantineDir = t.TempDir()
 	sum, err := load.Run(context.Background(), cfg)
@@ -152,7 +152,7 @@ func TestSkipFileLoadsTheRest(t *testing.T) {
 	writeJSONParquet(t, filepath.Join(data, "b.parquet"), arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.BinaryTypes.String}}, nil), `[{"id": "x"}]`)
 	writeJSONParquet(t, filepath.Join(data, "c.parquet"), idName, `[{"id": 3, "name": "c"}]`)
-	cfg, dir := embedded(t, "id BIGINT NOT NULL, name STRING", data)
+	cfg, dir := withTable(t, "id BIGINT NOT NULL, name STRING", data)
 
 	if _, err := load.Run(context.Background(), cfg); !errors.Is(err, schemamatch.ErrMismatch) || !strings.Contains(err.Error(), "b.parquet") {
 		t.Fatalf("Run with --on-error fail = %v; want a mismatch naming b.parquet", err)
@@ -175,7 +175,7 @@ func TestIncludeExcludeAndHivePartitions(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(data, "_SUCCESS"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, dir := embedded(t, "id BIGINT NOT NULL, name STRING, region STRING, day DATE", data)
+	cfg, dir := withTable(t, "id BIGINT NOT NULL, name STRING, region STRING, day DATE", data)
 	cfg.Include = []string{"**/*.parquet"}
 	cfg.Exclude = []string{"**/skip.parquet"}
 	sum := run(t, cfg)
@@ -195,7 +195,7 @@ func TestStrictModeRefusesCasts(t *testing.T) {
 	if err := fixture.WriteParquet(src, 0, 10, 10); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := embedded(t, fixture.TableColumns, src)
+	cfg, _ := withTable(t, fixture.TableColumns, src)
 	cfg.SchemaMode = schemamatch.ModeStrict
 	_, err := load.Run(context.Background(), cfg)
 	var me *schemamatch.MismatchError
@@ -219,7 +219,7 @@ func TestRescueColumnNamesEachFile(t *testing.T) {
 	a, b := filepath.Join(data, "a.parquet"), filepath.Join(data, "b.parquet")
 	writeJSONParquet(t, a, extra, `[{"id": 1, "Name": "x", "note": "hello"}]`)
 	writeJSONParquet(t, b, extra, `[{"id": 2, "Name": "y", "note": "world"}]`)
-	cfg, dir := embedded(t, "id BIGINT NOT NULL, name STRING, _rescued_data STRING", data)
+	cfg, dir := withTable(t, "id BIGINT NOT NULL, name STRING, _rescued_data STRING", data)
 	cfg.RescueColumn, cfg.CaseInsensitive = "_rescued_data", true
 	run(t, cfg)
 	if got := column(t, dir, "name"); strings.Join(toStrings(got), ",") != "x,y" {
@@ -246,7 +246,7 @@ func TestCSVDialect(t *testing.T) {
 	if err := os.WriteFile(src, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg, dir := embedded(t, "id BIGINT NOT NULL, name STRING, ts TIMESTAMP_NTZ", src)
+	cfg, dir := withTable(t, "id BIGINT NOT NULL, name STRING, ts TIMESTAMP_NTZ", src)
 	cfg.CSV.NoHeader, cfg.CSV.Columns = true, []string{"id", "name", "ts"}
 	cfg.CSV.Delimiter, cfg.CSV.Quote = ';', '\''
 	cfg.CSV.NullValues, cfg.CSV.TimestampFormat = []string{`\N`}, "02/01/2006 15:04"
@@ -283,7 +283,7 @@ func TestStalledDecoderFailsItsFile(t *testing.T) {
 	}()
 	defer func() { close(release); <-writerDone }()
 
-	cfg, dir := embedded(t, "id BIGINT NOT NULL, name STRING", data)
+	cfg, dir := withTable(t, "id BIGINT NOT NULL, name STRING", data)
 	cfg.OnError, cfg.StallTimeout = load.OnErrorSkipFile, 300*time.Millisecond
 	sum, err := load.Run(context.Background(), cfg)
 	if !errors.Is(err, load.ErrPartial) || len(sum.FailedFiles) != 1 || !strings.Contains(sum.FailedFiles[0].Error, "stalled") {
@@ -301,12 +301,12 @@ func TestPlanIsADryRun(t *testing.T) {
 	writeJSONParquet(t, filepath.Join(data, "c.parquet"), arrow.NewSchema([]arrow.Field{
 		{Name: "id", Type: arrow.PrimitiveTypes.Int32}, {Name: "zzz", Type: arrow.PrimitiveTypes.Int8, Nullable: true},
 	}, nil), `[{"id": 4, "zzz": 1}]`)
-	cfg, dir := embedded(t, "id BIGINT NOT NULL, name STRING, extra DOUBLE", data)
+	cfg, dir := withTable(t, "id BIGINT NOT NULL, name STRING, extra DOUBLE", data)
 	rep, err := load.Plan(context.Background(), cfg)
 	if !errors.Is(err, load.ErrWouldFail) {
 		t.Fatalf("Plan = %v; want ErrWouldFail for c.parquet", err)
 	}
-	if len(rep.Files) != 3 || rep.Rows != 4 || rep.Units != 3 || len(rep.Schemas) != 2 || rep.FailingFiles != 1 || rep.TableFrom != "warehouse" {
+	if len(rep.Files) != 3 || rep.Rows != 4 || rep.Units != 3 || len(rep.Schemas) != 2 || rep.FailingFiles != 1 || rep.TableFrom != "target" {
 		t.Errorf("report = %+v; want 3 files, 4 rows, 3 units, 2 schemas, 1 failing", rep)
 	}
 	steps := map[string]string{}

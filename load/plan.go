@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
-	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/readers"
 	"github.com/loaderproject/loader/schemamatch"
-	"github.com/loaderproject/loader/tableschema"
-	"github.com/loaderproject/loader/warehouse"
 )
 
 // ErrWouldFail means a dry run found files that a load would refuse.
@@ -19,9 +15,9 @@ var ErrWouldFail = errors.New("files would fail to load")
 // PlanReport is what a load would do, found without sending any data.
 type PlanReport struct {
 	Table string `json:"table"`
-	// Columns is the table's column list; TableFrom says where it came from: "warehouse",
-	// "endpoint", "--table-schema" or "first file" (--create-table, or a target that cannot
-	// describe tables).
+	// Columns is the table's column list; TableFrom says where it came from: "target" (its
+	// description), "given" (Config.TableSchema) or "first file" (a table to be created, or a target
+	// that cannot describe tables).
 	Columns   string `json:"columns"`
 	TableFrom string `json:"table_from"`
 
@@ -57,8 +53,9 @@ type PlanSchema struct {
 }
 
 // Plan is a dry run of Run: it discovers and opens the files, learns the table's schema and plans
-// every distinct source schema, and sends nothing. It returns ErrWouldFail (with the report) when any
-// file could not be loaded.
+// every distinct source schema, and sends nothing (the embedded sink is not started; a table
+// CreateTable would create is planned against the columns it would get). It returns ErrWouldFail
+// (with the report) when any file could not be loaded.
 func Plan(ctx context.Context, cfg Config) (*PlanReport, error) {
 	if err := cfg.applyDefaults(); err != nil {
 		return nil, err
@@ -67,12 +64,17 @@ func Plan(ctx context.Context, cfg Config) (*PlanReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	schema, from, err := planTable(ctx, &cfg, files[0])
+	tgt, err := openTarget(&cfg)
 	if err != nil {
 		return nil, err
 	}
-	rep := &PlanReport{Table: cfg.Table.String(), Columns: schema.SQL(), TableFrom: from}
-	p := &pipeline{cfg: &cfg, tgt: &target{schema: schema}, plans: map[string]*planResult{}}
+	defer tgt.Close(context.WithoutCancel(ctx))
+	tbl, err := resolveTable(ctx, &cfg, tgt, files[0], false)
+	if err != nil {
+		return nil, err
+	}
+	rep := &PlanReport{Table: cfg.Table.String(), Columns: tbl.schema.SQL(), TableFrom: tbl.from}
+	p := &pipeline{cfg: &cfg, table: tbl, plans: map[string]*planResult{}}
 	bySchema := map[string]int{}
 	for _, f := range files {
 		pf := p.planFile(ctx, f, rep, bySchema)
@@ -133,50 +135,3 @@ func (p *pipeline) planFile(ctx context.Context, f readers.File, rep *PlanReport
 	return pf
 }
 
-// planTable finds the table's schema as a load would, without starting the embedded sink.
-func planTable(ctx context.Context, cfg *Config, first readers.File) (*tableschema.Schema, string, error) {
-	fromFirst := func() (*tableschema.Schema, string, error) {
-		src, err := schemaOf(ctx, cfg, first)
-		if err != nil {
-			return nil, "", err
-		}
-		s, err := tableschema.FromArrow(src)
-		return s, "first file", err
-	}
-	if cfg.Endpoint != "" {
-		client, err := flightclient.New(cfg.Endpoint, cfg.Protocol, clientOptions(cfg)...)
-		if err != nil {
-			return nil, "", err
-		}
-		defer client.Close()
-		info, err := client.Describe(ctx, cfg.Table)
-		switch {
-		case err == nil:
-			return info.Schema, "endpoint", nil
-		case !errors.Is(err, flightclient.ErrUnsupported):
-			return nil, "", fmt.Errorf("describe %s: %w", cfg.Table, err)
-		case cfg.TableSchema != nil:
-			return cfg.TableSchema, "--table-schema", nil
-		}
-		return fromFirst()
-	}
-	if _, err := os.Stat(cfg.Warehouse); err == nil {
-		wh, err := warehouse.Open(cfg.Warehouse)
-		if err != nil {
-			return nil, "", err
-		}
-		tbl, err := wh.Table(ctx, cfg.Table)
-		if err == nil {
-			s, err := tbl.Schema(ctx)
-			return s, "warehouse", err
-		}
-		if !errors.Is(err, warehouse.ErrTableNotFound) {
-			return nil, "", err
-		}
-	}
-	if cfg.CreateTable {
-		return fromFirst()
-	}
-	return nil, "", fmt.Errorf("table %s does not exist in warehouse %s (pass --create-table to plan against the first file's schema): %w",
-		cfg.Table, cfg.Warehouse, warehouse.ErrTableNotFound)
-}

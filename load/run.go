@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,14 +20,17 @@ import (
 	"github.com/loaderproject/loader/partitioner"
 	"github.com/loaderproject/loader/readers"
 	"github.com/loaderproject/loader/schemamatch"
+	"github.com/loaderproject/loader/tableschema"
 )
 
 // drainGrace is how long an interrupted load keeps receiving acknowledgements for frames already sent,
 // so that what the target made durable is recorded and not sent again by the next run.
 const drainGrace = 10 * time.Second
 
-// Run loads cfg.Sources into cfg.Table and returns the summary. On an error the summary still counts
-// what was acknowledged. Errors to test for: ErrPartial, ErrVerify, ErrConfig, context.Canceled.
+// Run loads cfg.Sources into cfg.Table and returns the summary, which it returns with the error too
+// (its Error set) once the sources are found: it still counts what was acknowledged. Errors to test
+// for: ErrPartial, ErrVerify, ErrConfig, context.Canceled, and *TableNotFoundError and
+// *LossyDescriptionError with errors.As.
 func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := cfg.applyDefaults(); err != nil {
 		return nil, err
@@ -35,47 +39,67 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	firstSchema := func() (*arrow.Schema, error) { return schemaOf(ctx, &cfg, files[0]) }
-	var tgt *target
-	if cfg.Endpoint == "" {
-		tgt, err = openEmbedded(ctx, &cfg, files[0].Path, firstSchema)
-	} else {
-		tgt, err = openRemote(ctx, &cfg, firstSchema)
+	sum := &Summary{Files: len(files), Streams: cfg.Streams, Table: cfg.Table.String()}
+	fail := func(err error) (*Summary, error) {
+		sum.Error = err.Error()
+		if sum.VerifiedRows == nil {
+			sum.NotVerified = "the load failed"
+		}
+		return sum, err
 	}
+	tgt, err := openTarget(&cfg)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	defer func() {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if cerr := tgt.close(closeCtx); cerr != nil {
+		if cerr := tgt.Close(closeCtx); cerr != nil {
 			cfg.Logger.Warn("closing the target", "err", cerr)
 		}
 	}()
-
-	m, err := manifest.Open(manifest.Path(tgt.manifestDir, tgt.key, cfg.Table.String()))
+	sum.Target = tgt.String()
+	tbl, err := resolveTable(ctx, &cfg, tgt, files[0], true)
 	if err != nil {
-		return nil, err
+		return fail(err)
+	}
+
+	m, err := manifest.Open(manifest.Path(manifestDir(&cfg, tgt), manifestKey(tgt, tbl), cfg.Table.String()))
+	if err != nil {
+		return fail(err)
 	}
 	defer m.Close()
 	if cfg.Force {
 		if err := m.Reset(); err != nil {
-			return nil, err
+			return fail(err)
 		}
 	}
 
-	before, countErr := tgt.client.Count(ctx, cfg.Table)
-	canCount := countErr == nil
-	if countErr != nil && !errors.Is(countErr, flightclient.ErrUnsupported) {
-		return nil, fmt.Errorf("count %s before loading: %w", cfg.Table, countErr)
+	before, countErr := tgt.Count(ctx, cfg.Table)
+	notVerified := ""
+	switch {
+	case countErr == nil:
+	case errors.Is(countErr, flightclient.ErrUnsupported):
+		notVerified = unsupportedReason(countErr)
+	default:
+		return fail(fmt.Errorf("count %s before loading: %w", cfg.Table, countErr))
+	}
+	client, err := tgt.Streams(ctx,
+		flightclient.WithConnections(cfg.Connections),
+		flightclient.WithMaxFrameBytes(cfg.MaxFrameBytes),
+		flightclient.WithLogger(cfg.Logger),
+		flightclient.WithCreateTable(cfg.CreateTable),
+	)
+	if err != nil {
+		return fail(err)
 	}
 
-	p, err := newPipeline(&cfg, tgt, m, files)
+	p, err := newPipeline(&cfg, tbl, client, m, files)
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	stats, err := p.run(ctx)
-	sum := p.summary(stats, ctx.Err() == nil)
+	p.summarize(sum, stats, ctx.Err() == nil)
 	failed, qerr := p.failures()
 	sum.FailedFiles = failed
 	if qerr = errors.Join(qerr, p.quarantine.close()); qerr != nil && err == nil {
@@ -84,28 +108,38 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if p.quarantine.used() {
 		sum.QuarantineDir = p.quarantine.dir
 	}
-	sum.Target, sum.Table = tgt.describe, cfg.Table.String()
 	if serr := m.Sync(); serr != nil && err == nil {
 		err = fmt.Errorf("manifest: %w", serr)
 	}
 	if err != nil {
-		return sum, err
+		return fail(err)
 	}
-	if canCount {
-		after, err := tgt.client.Count(ctx, cfg.Table)
+	if notVerified != "" {
+		sum.NotVerified = notVerified
+	} else {
+		after, err := tgt.Count(ctx, cfg.Table)
 		if err != nil {
-			return sum, fmt.Errorf("count %s after loading: %w", cfg.Table, err)
+			return fail(fmt.Errorf("count %s after loading: %w", cfg.Table, err))
 		}
 		grew := after - before
 		sum.VerifiedRows = &grew
 		if grew != sum.Rows {
-			return sum, fmt.Errorf("%w: table %s grew by %d rows but %d rows were acknowledged", ErrVerify, cfg.Table, grew, sum.Rows)
+			return fail(fmt.Errorf("%w: table %s grew by %d rows but %d rows were acknowledged", ErrVerify, cfg.Table, grew, sum.Rows))
 		}
 	}
 	if len(sum.FailedFiles) > 0 {
-		return sum, fmt.Errorf("%w: %d of %d files", ErrPartial, len(sum.FailedFiles), len(files))
+		return fail(fmt.Errorf("%w: %d of %d files", ErrPartial, len(sum.FailedFiles), len(files)))
 	}
 	return sum, nil
+}
+
+// unsupportedReason is why a target cannot do something, in its own words where it gave them.
+func unsupportedReason(err error) string {
+	var ue *flightclient.UnsupportedError
+	if errors.As(err, &ue) {
+		return ue.Error()
+	}
+	return err.Error()
 }
 
 // discover finds the sources' files with the configured filters.
@@ -114,8 +148,8 @@ func discover(ctx context.Context, cfg *Config) ([]readers.File, error) {
 		readers.WithExclude(cfg.Exclude...), readers.WithDiscoverLogger(cfg.Logger))
 }
 
-// schemaOf reads a file's Arrow schema, for --create-table and for targets that cannot describe their
-// tables.
+// schemaOf reads a file's Arrow schema, for creating a table like it and for targets that cannot
+// describe their tables.
 func schemaOf(ctx context.Context, cfg *Config, f readers.File) (*arrow.Schema, error) {
 	src, err := readers.Open(ctx, f, readers.WithCSV(cfg.CSV))
 	if err != nil {
@@ -128,7 +162,8 @@ func schemaOf(ctx context.Context, cfg *Config, f readers.File) (*arrow.Schema, 
 // pipeline is one run's moving parts.
 type pipeline struct {
 	cfg    *Config
-	tgt    *target
+	table  *table
+	client *flightclient.Client // the target's streams
 	m      *manifest.Manifest
 	files  []readers.File
 	ids    []manifest.FileID // filled as files are opened; read by acked after a channel handoff
@@ -157,14 +192,14 @@ type planResult struct {
 	err  error
 }
 
-func newPipeline(cfg *Config, tgt *target, m *manifest.Manifest, files []readers.File) (*pipeline, error) {
-	schema := tgt.schema.Arrow()
+func newPipeline(cfg *Config, tbl *table, client *flightclient.Client, m *manifest.Manifest, files []readers.File) (*pipeline, error) {
+	schema := tbl.schema.Arrow()
 	enc, err := partitioner.NewEncoder(schema, cfg.MaxFrameBytes, partitioner.WithAllocator(cfg.Allocator))
 	if err != nil {
 		return nil, err
 	}
 	p := &pipeline{
-		cfg: cfg, tgt: tgt, m: m, files: files, schema: schema,
+		cfg: cfg, table: tbl, client: client, m: m, files: files, schema: schema,
 		ids:    make([]manifest.FileID, len(files)),
 		enc:    enc,
 		budget: partitioner.NewBudget(cfg.MaxInflightBytes),
@@ -209,7 +244,7 @@ func (p *pipeline) run(ctx context.Context) (flightclient.Stats, error) {
 		prodErr = p.produce(prodCtx)
 	}()
 
-	stats, wireErr := p.tgt.client.Load(wireCtx, p.cfg.Table, p.schema, p.enc, p.cfg.Streams, p.frames, p.acked)
+	stats, wireErr := p.client.Load(wireCtx, p.cfg.Table, p.schema, p.enc, p.cfg.Streams, p.frames, p.acked)
 	if wireErr != nil {
 		cancelProd()
 	}
@@ -255,21 +290,15 @@ func (p *pipeline) acked(f *partitioner.Frame) {
 	p.cfg.Progress.Bytes.Add(int64(f.Size()))
 }
 
-// summary reports the run; complete says it was not interrupted, so rows read but neither loaded nor
-// quarantined were refused (rather than left unsent).
-func (p *pipeline) summary(stats flightclient.Stats, complete bool) *Summary {
+// summarize fills in the run's figures; complete says it was not interrupted, so rows read but neither
+// loaded nor quarantined were refused (rather than left unsent).
+func (p *pipeline) summarize(s *Summary, stats flightclient.Stats, complete bool) {
 	pr := p.cfg.Progress
-	s := &Summary{
-		Files:           len(p.files),
-		Rows:            pr.Rows.Load(),
-		Bytes:           pr.Bytes.Load(),
-		Seconds:         p.elapsed.Seconds(),
-		Streams:         p.cfg.Streams,
-		Retries:         stats.Retries,
-		SkippedUnits:    pr.SkippedUnits.Load(),
-		RowsRead:        pr.RowsRead.Load(),
-		RowsQuarantined: pr.Quarantined.Load(),
-	}
+	s.Rows, s.Bytes = pr.Rows.Load(), pr.Bytes.Load()
+	s.Seconds = p.elapsed.Seconds()
+	s.Retries = stats.Retries
+	s.SkippedUnits = pr.SkippedUnits.Load()
+	s.RowsRead, s.RowsQuarantined = pr.RowsRead.Load(), pr.Quarantined.Load()
 	if complete {
 		s.RowsRefused = max(0, s.RowsRead-s.Rows-s.RowsQuarantined)
 	}
@@ -277,7 +306,6 @@ func (p *pipeline) summary(stats flightclient.Stats, complete bool) *Summary {
 		s.RowsPerSecond = float64(s.Rows) / s.Seconds
 		s.BytesPerSecond = float64(s.Bytes) / s.Seconds
 	}
-	return s
 }
 
 // errLimit stops a unit once --limit rows are taken; it is not a failure.
@@ -397,8 +425,8 @@ func (p *pipeline) fileFailed(i int, err error) error {
 	if !strings.Contains(err.Error(), path) {
 		err = fmt.Errorf("%s: %w", path, err)
 	}
-	if from := p.tgt.createdFrom; from != "" && from != path && errors.Is(err, schemamatch.ErrMismatch) {
-		err = fmt.Errorf("%w\n  (the table was created from %s by --create-table in this run)", err, from)
+	if from := p.table.createdFrom; from != "" && from != path && errors.Is(err, schemamatch.ErrMismatch) {
+		err = fmt.Errorf("%w\n  (the table was created in this run from the columns of %s)", err, from)
 	}
 	if p.cfg.OnError == OnErrorFail {
 		return err
@@ -424,7 +452,7 @@ func (p *pipeline) failures() ([]FileFailure, error) {
 	var out []FileFailure
 	var errs []error
 	for _, f := range p.failed {
-		ff := FileFailure{Path: p.files[f.file].Path, Error: f.err.Error(), RowsLoaded: p.fileRows[f.file].Load()}
+		ff := FileFailure{Path: p.files[f.file].Path, Error: f.err.Error(), RowsLoaded: p.fileRows[f.file].Load(), err: f.err}
 		out = append(out, ff)
 		if p.cfg.OnError == OnErrorQuarantine {
 			errs = append(errs, p.quarantine.file(ff))
@@ -456,7 +484,7 @@ func (p *pipeline) readerOptions() []readers.Option {
 		}
 	}
 	return []readers.Option{
-		readers.WithTable(p.tgt.schema),
+		readers.WithTable(p.table.schema),
 		readers.WithAllocator(p.cfg.Allocator),
 		readers.WithCSV(csv),
 		readers.WithLogger(p.cfg.Logger),
@@ -469,7 +497,7 @@ func (p *pipeline) plan(fp string, schema *arrow.Schema, path string) (*schemama
 	p.plansMu.Lock()
 	r, ok := p.plans[fp]
 	if !ok {
-		plan, err := schemamatch.NewPlan(schema, p.tgt.schema, p.planOptions(path)...)
+		plan, err := schemamatch.NewPlan(schema, p.table.schema, p.planOptions(path)...)
 		r = &planResult{plan: plan, err: err}
 		p.plans[fp] = r
 	}
@@ -477,11 +505,71 @@ func (p *pipeline) plan(fp string, schema *arrow.Schema, path string) (*schemama
 	var me *schemamatch.MismatchError
 	switch {
 	case errors.As(r.err, &me):
-		return nil, me.ForSource(path)
+		return nil, p.lossy(me.ForSource(path), schema)
 	case r.err != nil:
 		return nil, r.err
 	}
 	return r.plan.ForSource(path), nil
+}
+
+// lossy returns the refusal of a file of this source schema, as a *LossyDescriptionError when the
+// columns came from the target's description and that description looks lossy.
+func (p *pipeline) lossy(me *schemamatch.MismatchError, src *arrow.Schema) error {
+	if p.table.from != fromTarget {
+		return me
+	}
+	signs := lossySigns(p.table.schema, src, me)
+	if len(signs) == 0 {
+		return me
+	}
+	return &LossyDescriptionError{Table: p.cfg.Table.String(), Described: p.table.schema.SQL(), Signs: signs, Err: me}
+}
+
+// lossySigns lists what in a described table schema looks like a lossy description of the real one,
+// given a file refused against it: a STRING column where the file has a nested type, and every
+// column nullable where the file says some are not.
+func lossySigns(table *tableschema.Schema, src *arrow.Schema, me *schemamatch.MismatchError) []string {
+	var signs []string
+	refused := map[string]bool{}
+	for _, pr := range me.Problems {
+		name, _, _ := strings.Cut(pr.Column, ".")
+		refused[name] = true
+	}
+	for _, f := range src.Fields() {
+		i := table.FieldIndex(f.Name)
+		if i < 0 || !refused[f.Name] {
+			continue
+		}
+		if table.Fields[i].Type.Kind == tableschema.String && nested(f.Type) {
+			signs = append(signs, fmt.Sprintf("column %q is described as STRING but the file has %s", f.Name, f.Type))
+		}
+	}
+	allNullable := len(table.Fields) > 0
+	for _, f := range table.Fields {
+		allNullable = allNullable && f.Nullable
+	}
+	if allNullable {
+		var notNull []string
+		for _, f := range src.Fields() {
+			if !f.Nullable && table.FieldIndex(f.Name) >= 0 {
+				notNull = append(notNull, strconv.Quote(f.Name))
+			}
+		}
+		if len(notNull) > 0 {
+			signs = append(signs, fmt.Sprintf("every column is described as nullable, but the file says %s %s not",
+				strings.Join(notNull, ", "), map[bool]string{true: "is", false: "are"}[len(notNull) == 1]))
+		}
+	}
+	return signs
+}
+
+// nested reports whether t is a list, map or struct type.
+func nested(t arrow.DataType) bool {
+	switch t.ID() {
+	case arrow.LIST, arrow.LARGE_LIST, arrow.FIXED_SIZE_LIST, arrow.LIST_VIEW, arrow.LARGE_LIST_VIEW, arrow.MAP, arrow.STRUCT:
+		return true
+	}
+	return false
 }
 
 func (p *pipeline) planOptions(source string) []schemamatch.Option {

@@ -4,169 +4,248 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
 	"github.com/loaderproject/loader/flightclient"
-	"github.com/loaderproject/loader/sink"
+	"github.com/loaderproject/loader/readers"
 	"github.com/loaderproject/loader/tableschema"
-	"github.com/loaderproject/loader/warehouse"
 )
 
-// target is the table being loaded and the client that reaches it.
-type target struct {
-	client      *flightclient.Client
-	schema      *tableschema.Schema
-	key         string // identifies target and table in the manifest's name
-	manifestDir string
-	describe    string // for the summary: "embedded:<dir>" or the endpoint
-	createdFrom string // the file --create-table derived the table from in this run, if it did
-	close       func(context.Context) error
+// Target is where a load writes: a table behind a Flight endpoint (NewRemote) or the embedded sink
+// (package embedded). Run and Plan use nothing else of it. Its methods may be called from several
+// goroutines.
+//
+// A target that keeps its own manifests (the embedded sink keeps them in its warehouse) also has a
+// method ManifestDir() string, used when Config.ManifestDir is empty.
+type Target interface {
+	// String identifies the target in summaries and in the manifest's name, e.g.
+	// "zerobus:https://host" or "embedded:/abs/warehouse".
+	String() string
+	// Describe returns the table's schema and identity. The error matches
+	// flightclient.ErrUnsupported when the target cannot describe tables, and
+	// flightclient.ErrTableNotFound when the table does not exist.
+	Describe(ctx context.Context, table tableschema.TableName) (flightclient.TableInfo, error)
+	// Create creates the table with schema if it does not exist. The error matches
+	// flightclient.ErrUnsupported when the target cannot create tables.
+	Create(ctx context.Context, table tableschema.TableName, schema *tableschema.Schema) error
+	// Count returns the table's committed row count after the target committed what it had
+	// acknowledged. The error matches flightclient.ErrUnsupported (an
+	// *flightclient.UnsupportedError saying why) when the target cannot count.
+	Count(ctx context.Context, table tableschema.TableName) (int64, error)
+	// Streams returns the client the load's DoPut streams use, made with opts (the load's
+	// connections, frame limit, logger) added to the target's own (token, TLS, user agent). The
+	// target owns the client and closes it in Close.
+	Streams(ctx context.Context, opts ...flightclient.Option) (*flightclient.Client, error)
+	// Close releases what the target holds. Run calls it when it returns.
+	Close(ctx context.Context) error
 }
 
-func clientOptions(cfg *Config) []flightclient.Option {
-	opts := []flightclient.Option{
-		flightclient.WithConnections(cfg.Connections),
-		flightclient.WithMaxFrameBytes(cfg.MaxFrameBytes),
-		flightclient.WithLogger(cfg.Logger),
+// remote is a Target behind a Flight endpoint, in one dialect.
+type remote struct {
+	endpoint string
+	dialect  flightclient.Dialect
+	opts     []flightclient.Option
+	ctl      *flightclient.Client // describe, count, create
+	clients  []*flightclient.Client
+}
+
+// NewRemote returns the target at endpoint (grpc://host:port, grpc+tls://host:port or
+// https://host[:port]) in the given dialect; opts (a token source, TLS, a user agent) apply to every
+// call. It does no I/O.
+func NewRemote(endpoint string, dialect flightclient.Dialect, opts ...flightclient.Option) (Target, error) {
+	ctl, err := flightclient.New(endpoint, dialect, opts...)
+	if err != nil {
+		return nil, err
 	}
+	return &remote{endpoint: endpoint, dialect: dialect, opts: opts, ctl: ctl}, nil
+}
+
+func (r *remote) String() string { return string(r.dialect) + ":" + r.endpoint }
+
+func (r *remote) Describe(ctx context.Context, table tableschema.TableName) (flightclient.TableInfo, error) {
+	return r.ctl.Describe(ctx, table)
+}
+
+func (r *remote) Create(ctx context.Context, table tableschema.TableName, schema *tableschema.Schema) error {
+	return r.ctl.Create(ctx, table, schema.Arrow())
+}
+
+func (r *remote) Count(ctx context.Context, table tableschema.TableName) (int64, error) {
+	return r.ctl.Count(ctx, table)
+}
+
+func (r *remote) Streams(_ context.Context, opts ...flightclient.Option) (*flightclient.Client, error) {
+	c, err := flightclient.New(r.endpoint, r.dialect, append(append([]flightclient.Option{}, r.opts...), opts...)...)
+	if err != nil {
+		return nil, err
+	}
+	r.clients = append(r.clients, c)
+	return c, nil
+}
+
+func (r *remote) Close(context.Context) error {
+	errs := []error{r.ctl.Close()}
+	for _, c := range r.clients {
+		errs = append(errs, c.Close())
+	}
+	r.clients = nil
+	return errors.Join(errs...)
+}
+
+// openTarget returns cfg.Target, or the remote target cfg.Endpoint names.
+func openTarget(cfg *Config) (Target, error) {
+	if cfg.Target != nil {
+		return cfg.Target, nil
+	}
+	var opts []flightclient.Option
 	if cfg.Token != "" {
 		opts = append(opts, flightclient.WithToken(cfg.Token))
 	}
-	return opts
+	if cfg.UserAgent != "" {
+		opts = append(opts, flightclient.WithUserAgent(cfg.UserAgent))
+	}
+	tgt, err := NewRemote(cfg.Endpoint, cfg.Protocol, opts...)
+	if err != nil {
+		return nil, errors.Join(ErrConfig, err)
+	}
+	return tgt, nil
 }
 
-// openEmbedded starts the embedded sink over cfg.Warehouse on a loopback port, creating the table from
-// the first file's schema when asked to.
-func openEmbedded(ctx context.Context, cfg *Config, firstFile string, firstSchema func() (*arrow.Schema, error)) (*target, error) {
-	createdFrom := ""
-	wh, err := warehouse.Open(cfg.Warehouse)
-	if err != nil {
-		return nil, fmt.Errorf("warehouse %s: %w", cfg.Warehouse, err)
-	}
-	tbl, err := wh.Table(ctx, cfg.Table)
-	if errors.Is(err, warehouse.ErrTableNotFound) {
-		if !cfg.CreateTable {
-			return nil, fmt.Errorf("table %s does not exist in warehouse %s: create it with `loader table create` or pass --create-table: %w",
-				cfg.Table, cfg.Warehouse, err)
+// Where the table's columns came from.
+const (
+	fromTarget = "target"     // the target described the table
+	fromGiven  = "given"      // Config.TableSchema
+	fromFile   = "first file" // the first file's canonical schema
+)
+
+// table is what a load learned of its table before sending anything.
+type table struct {
+	schema *tableschema.Schema
+	id     string // the target's identity of the table, "" if it has none
+	from   string // fromTarget, fromGiven or fromFile
+	// reported is what the target described, when it could (the schema used may be the given one).
+	reported *tableschema.Schema
+	// createdFrom is the file the table was created from in this run, if it was.
+	createdFrom string
+}
+
+// resolveTable learns the table's schema: the target's description, overridden by cfg.TableSchema;
+// where the target cannot describe tables, cfg.TableSchema or the first file's canonical schema. A
+// missing table is created when cfg.CreateTable is set (and create says so; a dry run does not).
+func resolveTable(ctx context.Context, cfg *Config, tgt Target, first readers.File, create bool) (*table, error) {
+	firstFile := first.Path
+	fromFirst := func() (*tableschema.Schema, error) {
+		src, err := schemaOf(ctx, cfg, first)
+		if err != nil {
+			return nil, err
 		}
-		tbl, err = createFromFirstFile(ctx, wh, cfg.Table, firstFile, firstSchema)
-		createdFrom = firstFile
-	}
-	if err != nil {
-		return nil, err
-	}
-	snap, err := tbl.Snapshot(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("table %s: %w", cfg.Table, err)
-	}
-	opts := []sink.Option{sink.WithLogger(cfg.Logger)}
-	if cfg.CommitInterval > 0 {
-		opts = append(opts, sink.WithCommitInterval(cfg.CommitInterval))
-	}
-	srv := sink.New(wh, opts...)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("embedded sink: %w", err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	select {
-	case <-srv.Ready():
-	case err := <-served:
-		return nil, fmt.Errorf("embedded sink: %w", err)
-	case <-ctx.Done():
-		return nil, errors.Join(ctx.Err(), srv.Shutdown(context.Background()), <-served)
-	}
-	shutdown := func(ctx context.Context) error {
-		err := srv.Shutdown(ctx)
-		return errors.Join(err, <-served)
-	}
-	client, err := flightclient.New("grpc://"+lis.Addr().String(), cfg.Protocol, clientOptions(cfg)...)
-	if err != nil {
-		return nil, errors.Join(err, shutdown(context.Background()))
-	}
-	abs, err := filepath.Abs(cfg.Warehouse)
-	if err != nil {
-		abs = cfg.Warehouse
-	}
-	return &target{
-		client:      client,
-		schema:      snap.Schema,
-		key:         "embedded:" + abs + "#" + snap.ID,
-		manifestDir: filepath.Join(cfg.Warehouse, ".loader", "manifests"),
-		describe:    "embedded:" + cfg.Warehouse,
-		createdFrom: createdFrom,
-		close: func(ctx context.Context) error {
-			return errors.Join(client.Close(), shutdown(ctx))
-		},
-	}, nil
-}
-
-func createFromFirstFile(ctx context.Context, wh *warehouse.Warehouse, name tableschema.TableName,
-	firstFile string, firstSchema func() (*arrow.Schema, error)) (*warehouse.Table, error) {
-	src, err := firstSchema()
-	if err != nil {
-		if !strings.Contains(err.Error(), firstFile) {
-			err = fmt.Errorf("%s: %w", firstFile, err)
+		s, err := tableschema.FromArrow(src)
+		if err != nil {
+			return nil, fmt.Errorf("%s: the table's columns cannot be taken from this file: %w", firstFile, err)
 		}
-		return nil, fmt.Errorf("--create-table: %w", err)
+		return s, nil
 	}
-	schema, err := tableschema.FromArrow(src)
-	if err != nil {
-		return nil, fmt.Errorf("--create-table from %s: %w", firstFile, err)
+	assumed := func() (*table, error) {
+		if cfg.TableSchema != nil {
+			return &table{schema: cfg.TableSchema, from: fromGiven}, nil
+		}
+		s, err := fromFirst()
+		if err != nil {
+			return nil, err
+		}
+		return &table{schema: s, from: fromFile}, nil
 	}
-	tbl, err := wh.CreateTable(ctx, name, schema)
-	if errors.Is(err, warehouse.ErrTableExists) { // created by someone else meanwhile
-		return wh.Table(ctx, name)
-	}
-	return tbl, err
-}
 
-// openRemote prepares a client for cfg.Endpoint and learns the table's schema from the target, from
-// cfg.TableSchema, or, failing both, from the first file.
-func openRemote(ctx context.Context, cfg *Config, firstSchema func() (*arrow.Schema, error)) (*target, error) {
-	if cfg.CreateTable {
-		return nil, errors.Join(ErrConfig, errors.New("--create-table works with the embedded sink only (no --endpoint); create the table on the target first"))
-	}
-	client, err := flightclient.New(cfg.Endpoint, cfg.Protocol, clientOptions(cfg)...)
-	if err != nil {
-		return nil, err
-	}
-	t := &target{client: client, describe: cfg.Endpoint, close: func(context.Context) error { return client.Close() }}
-	info, err := client.Describe(ctx, cfg.Table)
+	info, err := tgt.Describe(ctx, cfg.Table)
 	switch {
 	case err == nil:
-		t.schema = info.Schema
-		t.key = string(cfg.Protocol) + ":" + cfg.Endpoint + "#" + info.ID
-	case errors.Is(err, flightclient.ErrUnsupported):
-		t.key = string(cfg.Protocol) + ":" + cfg.Endpoint
-		if t.schema = cfg.TableSchema; t.schema == nil {
-			src, err := firstSchema()
-			if err != nil {
-				client.Close()
-				return nil, err
+		t := &table{schema: info.Schema, id: info.ID, from: fromTarget, reported: info.Schema}
+		if cfg.TableSchema != nil {
+			if !cfg.TableSchema.Equal(info.Schema) {
+				cfg.Logger.Warn("the table schema given differs from the target's description; using the one given",
+					"table", cfg.Table.String(), "given", cfg.TableSchema.SQL(), "described", info.Schema.SQL())
 			}
-			if t.schema, err = tableschema.FromArrow(src); err != nil {
-				client.Close()
-				return nil, fmt.Errorf("the target cannot describe %s and the first file has no canonical table schema (give --table-schema): %w", cfg.Table, err)
-			}
-			cfg.Logger.Info("target cannot describe tables; assuming the first file's canonical schema", "table", cfg.Table.String(), "columns", t.schema.SQL())
+			t.schema, t.from = cfg.TableSchema, fromGiven
 		}
-	default:
-		client.Close()
-		return nil, fmt.Errorf("describe %s: %w", cfg.Table, err)
+		return t, nil
+	case errors.Is(err, flightclient.ErrTableNotFound) && cfg.CreateTable:
+		t, err := assumed()
+		if err != nil || !create {
+			return t, err
+		}
+		if err := tgt.Create(ctx, cfg.Table, t.schema); err != nil {
+			return nil, createError(cfg, err)
+		}
+		if t.from == fromFile {
+			t.createdFrom = firstFile
+		}
+		cfg.Logger.Info("created the table", "table", cfg.Table.String(), "columns", t.schema.SQL(), "from", t.from)
+		if info, err := tgt.Describe(ctx, cfg.Table); err == nil {
+			t.id = info.ID
+		} else if !errors.Is(err, flightclient.ErrUnsupported) {
+			return nil, fmt.Errorf("describe %s after creating it: %w", cfg.Table, err)
+		}
+		return t, nil
+	case errors.Is(err, flightclient.ErrTableNotFound):
+		return nil, &TableNotFoundError{Table: cfg.Table.String(), Target: tgt.String(), Err: err}
+	case errors.Is(err, flightclient.ErrUnsupported):
+		t, aerr := assumed()
+		if aerr != nil {
+			return nil, aerr
+		}
+		cfg.Logger.Info("the target cannot describe tables; assuming the table's columns",
+			"table", cfg.Table.String(), "columns", t.schema.SQL(), "from", t.from)
+		if cfg.CreateTable && create {
+			// The table may or may not exist: ask to create it, which leaves an existing one alone.
+			if err := tgt.Create(ctx, cfg.Table, t.schema); err != nil {
+				return nil, createError(cfg, err)
+			}
+		}
+		return t, nil
 	}
-	t.manifestDir = cfg.ManifestDir
-	if t.manifestDir == "" {
-		t.manifestDir = defaultStateDir()
-	}
-	return t, nil
+	return nil, fmt.Errorf("describe %s: %w", cfg.Table, err)
 }
+
+// createError explains a failed create; a target that cannot create tables is a configuration
+// error (the load asked for something the target does not do).
+func createError(cfg *Config, err error) error {
+	if errors.Is(err, flightclient.ErrUnsupported) {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return fmt.Errorf("create %s: %w", cfg.Table, err)
+}
+
+// TableNotFoundError is a table the target does not have (and was not asked to create).
+type TableNotFoundError struct {
+	Table, Target string
+	Err           error
+}
+
+func (e *TableNotFoundError) Error() string {
+	return fmt.Sprintf("table %s does not exist on %s", e.Table, e.Target)
+}
+
+func (e *TableNotFoundError) Unwrap() error { return e.Err }
+
+// LossyDescriptionError is a file refused against the columns the target described, where that
+// description looks lossy: a STRING column where the file has a nested type, or every column
+// nullable although the file says some are not. Some servers describe tables so (a VARCHAR[]
+// reported as utf8); the table's real columns can be given instead (Config.TableSchema).
+type LossyDescriptionError struct {
+	Table     string
+	Described string   // the columns as the target described them
+	Signs     []string // what looks lossy
+	Err       error    // the refusal (a *schemamatch.MismatchError)
+}
+
+func (e *LossyDescriptionError) Error() string {
+	return fmt.Sprintf("%v\n  the target described %s as (%s), which looks lossy: %s",
+		e.Err, e.Table, e.Described, strings.Join(e.Signs, "; "))
+}
+
+func (e *LossyDescriptionError) Unwrap() error { return e.Err }
 
 // defaultStateDir is $XDG_STATE_HOME/loader/manifests, else ~/.local/state/loader/manifests: state
 // that must outlive caches but is not configuration.
@@ -178,4 +257,24 @@ func defaultStateDir() string {
 		return filepath.Join(home, ".local", "state", "loader", "manifests")
 	}
 	return filepath.Join(".loader", "manifests")
+}
+
+// manifestDir is where the load's manifest lives: Config.ManifestDir, else the target's own place,
+// else the user's state directory.
+func manifestDir(cfg *Config, tgt Target) string {
+	if cfg.ManifestDir != "" {
+		return cfg.ManifestDir
+	}
+	if md, ok := tgt.(interface{ ManifestDir() string }); ok {
+		return md.ManifestDir()
+	}
+	return defaultStateDir()
+}
+
+// manifestKey identifies target and table in the manifest's name.
+func manifestKey(tgt Target, t *table) string {
+	if t.id == "" {
+		return tgt.String()
+	}
+	return tgt.String() + "#" + t.id
 }

@@ -19,7 +19,7 @@ import (
 
 // The Flight SQL catalog commands, so ADBC's GetObjects and GetTableSchema (and SQL tools' browsers)
 // can see the warehouse: catalogs, schemas and tables are the three parts of the table names, and
-// every table is of type TABLE with its canonical Arrow schema.
+// every table is of type TABLE with its Arrow schema as stored (tableschema.StorageArrow).
 
 const tableType = "TABLE"
 
@@ -150,8 +150,8 @@ func (q *sqlServer) DoGetDBSchemas(ctx context.Context, cmd flightsql.GetDBSchem
 	return q.oneBatch(schema_ref.DBSchemas, rows)
 }
 
-// DoGetTables lists the tables matching the command's filters, with their canonical schemas when
-// asked.
+// DoGetTables lists the tables matching the command's filters, with their schemas when asked: as
+// stored (DECIMAL as decimal128, tableschema.StorageArrow), so a client reads the table's real types.
 func (q *sqlServer) DoGetTables(ctx context.Context, cmd flightsql.GetTables) (*arrow.Schema, <-chan flight.StreamChunk, error) {
 	matchSchema, err := likeMatcher(cmd.GetDBSchemaFilterPattern())
 	if err != nil {
@@ -183,7 +183,7 @@ func (q *sqlServer) DoGetTables(ctx context.Context, cmd flightsql.GetTables) (*
 			if err != nil {
 				return nil, nil, tableStatus(n, err)
 			}
-			row = append(row, flight.SerializeSchema(schema.Arrow(), q.s.cfg.mem))
+			row = append(row, flight.SerializeSchema(schema.StorageArrow(), q.s.cfg.mem))
 		}
 		rows = append(rows, row)
 	}

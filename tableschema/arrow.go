@@ -15,21 +15,34 @@ var ErrNoDeltaType = errors.New("no Delta type")
 const ListItemName = "item"
 
 // Arrow returns the canonical Arrow schema of the table (see the package comment).
-func (s *Schema) Arrow() *arrow.Schema {
+func (s *Schema) Arrow() *arrow.Schema { return s.arrowSchema(false) }
+
+// StorageArrow returns the Arrow schema of the table's values as stored: the canonical types, except
+// that DECIMAL(p,s) is decimal128(p,s) rather than text. FromArrow maps it back to the same schema,
+// which it does not for Arrow (a DECIMAL's text reads as STRING), so it is the schema that describes
+// the table to clients (Flight SQL's GetTables).
+func (s *Schema) StorageArrow() *arrow.Schema { return s.arrowSchema(true) }
+
+func (s *Schema) arrowSchema(storage bool) *arrow.Schema {
 	fields := make([]arrow.Field, len(s.Fields))
 	for i, f := range s.Fields {
-		fields[i] = f.Arrow()
+		fields[i] = f.arrowField(storage)
 	}
 	return arrow.NewSchema(fields, nil)
 }
 
 // Arrow returns the canonical Arrow field of the column.
-func (f Field) Arrow() arrow.Field {
-	return arrow.Field{Name: f.Name, Type: f.Type.Arrow(), Nullable: f.Nullable}
+func (f Field) Arrow() arrow.Field { return f.arrowField(false) }
+
+func (f Field) arrowField(storage bool) arrow.Field {
+	return arrow.Field{Name: f.Name, Type: f.Type.arrowType(storage), Nullable: f.Nullable}
 }
 
 // Arrow returns the canonical Arrow type for t.
-func (t Type) Arrow() arrow.DataType {
+func (t Type) Arrow() arrow.DataType { return t.arrowType(false) }
+
+// arrowType is the canonical type, or with storage the stored one (see Schema.StorageArrow).
+func (t Type) arrowType(storage bool) arrow.DataType {
 	switch t.Kind {
 	case TinyInt:
 		return arrow.PrimitiveTypes.Int8
@@ -45,7 +58,12 @@ func (t Type) Arrow() arrow.DataType {
 		return arrow.PrimitiveTypes.Float64
 	case Boolean:
 		return arrow.FixedWidthTypes.Boolean
-	case String, Decimal:
+	case Decimal:
+		if storage {
+			return &arrow.Decimal128Type{Precision: int32(t.Precision), Scale: int32(t.Scale)}
+		}
+		return arrow.BinaryTypes.LargeString
+	case String:
 		return arrow.BinaryTypes.LargeString
 	case Binary:
 		return arrow.BinaryTypes.LargeBinary
@@ -56,15 +74,15 @@ func (t Type) Arrow() arrow.DataType {
 	case TimestampNTZ:
 		return &arrow.TimestampType{Unit: arrow.Microsecond}
 	case Array:
-		return arrow.ListOfField(arrow.Field{Name: ListItemName, Type: t.Elem.Arrow(), Nullable: t.ElemNullable})
+		return arrow.ListOfField(arrow.Field{Name: ListItemName, Type: t.Elem.arrowType(storage), Nullable: t.ElemNullable})
 	case Map:
 		return arrow.MapOfFields(
-			arrow.Field{Name: "key", Type: t.Key.Arrow()},
-			arrow.Field{Name: "value", Type: t.Value.Arrow(), Nullable: t.ValueNullable})
+			arrow.Field{Name: "key", Type: t.Key.arrowType(storage)},
+			arrow.Field{Name: "value", Type: t.Value.arrowType(storage), Nullable: t.ValueNullable})
 	case Struct:
 		fields := make([]arrow.Field, len(t.Fields))
 		for i, f := range t.Fields {
-			fields[i] = f.Arrow()
+			fields[i] = f.arrowField(storage)
 		}
 		return arrow.StructOf(fields...)
 	}

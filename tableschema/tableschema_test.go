@@ -215,3 +215,20 @@ func TestParseTableName(t *testing.T) {
 		}
 	}
 }
+
+// TestStorageArrowRoundTrips: FromArrow reads StorageArrow back to the same schema, DECIMAL included
+// (Arrow alone turns a DECIMAL into its text, which reads back as STRING).
+func TestStorageArrowRoundTrips(t *testing.T) {
+	s, err := tableschema.ParseColumns("id BIGINT NOT NULL, price DECIMAL(12,2) NOT NULL, tags ARRAY<DECIMAL(38,0)>, " +
+		"m MAP<STRING, DECIMAL(5,5)>, st STRUCT<a: DECIMAL(3,1) NOT NULL, b: TIMESTAMP_NTZ>, at TIMESTAMP, d DATE, bin BINARY, f FLOAT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tableschema.FromArrow(s.StorageArrow())
+	if err != nil || !got.Equal(s) {
+		t.Errorf("FromArrow(StorageArrow()) = %v, %v; want %s", got, err, s.SQL())
+	}
+	if lossy, err := tableschema.FromArrow(s.Arrow()); err != nil || lossy.Equal(s) {
+		t.Errorf("FromArrow(Arrow()) = %v, %v; want a schema with the decimals as STRING", lossy, err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/loaderproject/loader/embedded"
 	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/load"
 	"github.com/loaderproject/loader/readers"
@@ -23,16 +24,18 @@ type targetFlags struct {
 	warehouse   string
 	createTable bool
 	tableSchema string
+
+	embedded []embedded.Option // set by the command before apply: options of the embedded sink
 }
 
 func (f *targetFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.table, "table", "", "target table, catalog.schema.table (required)")
 	fl.StringVar(&f.endpoint, "endpoint", "", "target URL; empty runs the embedded sink over --warehouse")
-	fl.StringVar(&f.protocol, "protocol", string(flightclient.Zerobus), "target dialect: zerobus, flightsql or flight")
+	fl.StringVar(&f.protocol, "protocol", string(load.DefaultProtocol), "target dialect: zerobus, flightsql or flight")
 	fl.StringVar(&f.token, "token", os.Getenv("LOADER_TOKEN"), "bearer token sent to the endpoint (default $LOADER_TOKEN)")
-	fl.StringVar(&f.warehouse, "warehouse", "warehouse", "warehouse directory of the embedded sink")
-	fl.BoolVar(&f.createTable, "create-table", false, "create the table from the first file's schema if it does not exist (embedded sink)")
-	fl.StringVar(&f.tableSchema, "table-schema", "", "the target's columns in Databricks SQL, for targets that cannot describe tables (Zerobus); default: the first file's canonical schema")
+	fl.StringVar(&f.warehouse, "warehouse", embedded.DefaultWarehouse, "warehouse directory of the embedded sink")
+	fl.BoolVar(&f.createTable, "create-table", false, "create the table if it does not exist, with --table-schema's columns or the first file's canonical schema (embedded sink and Flight SQL targets)")
+	fl.StringVar(&f.tableSchema, "table-schema", "", "the table's columns in Databricks SQL: override what the target describes (a warning says when they differ), and what is assumed for targets that cannot describe tables (Zerobus; default there: the first file's canonical schema)")
 }
 
 func (f *targetFlags) apply(cfg *load.Config) error {
@@ -48,7 +51,11 @@ func (f *targetFlags) apply(cfg *load.Config) error {
 		return usageError{err}
 	}
 	cfg.Table, cfg.Endpoint, cfg.Protocol, cfg.Token = name, f.endpoint, dialect, f.token
-	cfg.Warehouse, cfg.CreateTable = f.warehouse, f.createTable
+	cfg.CreateTable, cfg.UserAgent = f.createTable, userAgent()
+	if f.endpoint == "" {
+		opts := append([]embedded.Option{embedded.WithProtocol(dialect), embedded.WithLogger(cfg.Logger)}, f.embedded...)
+		cfg.Target = embedded.New(f.warehouse, opts...)
+	}
 	if f.tableSchema != "" {
 		if cfg.TableSchema, err = tableschema.ParseColumns(f.tableSchema); err != nil {
 			return usagef("--table-schema: %w", err)
@@ -169,8 +176,8 @@ type badDataFlags struct {
 
 func (f *badDataFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.onError, "on-error", string(load.OnErrorFail), "bad data policy: fail (stop at the first bad file), skip-file (load the rest, exit 3) or quarantine (bad CSV rows and failed files go to --quarantine-dir as NDJSON)")
-	fl.StringVar(&f.quarantineDir, "quarantine-dir", "quarantine", "dead-letter folder of --on-error quarantine (a subfolder per run)")
-	fl.DurationVar(&f.stallTimeout, "stall-timeout", 5*time.Minute, "fail a file whose decoder makes no progress for this long")
+	fl.StringVar(&f.quarantineDir, "quarantine-dir", load.DefaultQuarantineDir, "dead-letter folder of --on-error quarantine (a subfolder per run)")
+	fl.DurationVar(&f.stallTimeout, "stall-timeout", load.DefaultStallTimeout, "fail a file whose decoder makes no progress for this long")
 }
 
 func (f *badDataFlags) apply(cfg *load.Config) error {
@@ -182,3 +189,6 @@ func (f *badDataFlags) apply(cfg *load.Config) error {
 	cfg.OnError, cfg.QuarantineDir, cfg.StallTimeout = load.OnError(f.onError), f.quarantineDir, f.stallTimeout
 	return nil
 }
+
+// userAgent is the gRPC user agent: loader/<version>.
+func userAgent() string { return "loader/" + version }

@@ -10,6 +10,7 @@ import (
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
+	"github.com/loaderproject/loader/embedded"
 	"github.com/loaderproject/loader/load"
 	"github.com/loaderproject/loader/partitioner"
 	"github.com/loaderproject/loader/zerobus"
@@ -34,7 +35,7 @@ type loadFlags struct {
 }
 
 func (a *app) loadCommand() *cobra.Command {
-	f := loadFlags{maxFrameBytes: partitioner.DefaultMaxFrameBytes, maxInflightBytes: 256 << 20}
+	f := loadFlags{maxFrameBytes: partitioner.DefaultMaxFrameBytes, maxInflightBytes: load.DefaultMaxInflightBytes}
 	cmd := &cobra.Command{
 		Use:   "load --table NAME [--endpoint URL] [--protocol zerobus|flightsql|flight] [--streams N] [--connections M] [--warehouse DIR] [--create-table] [--json] SOURCE...",
 		Short: "Load files into a table",
@@ -78,7 +79,7 @@ and failed_files (a list, present when files failed). bytes are Arrow IPC bytes 
 	f.target.register(fl)
 	f.input.register(fl)
 	f.bad.register(fl)
-	fl.IntVar(&f.streams, "streams", 4, "parallel DoPut streams")
+	fl.IntVar(&f.streams, "streams", load.DefaultStreams, "parallel DoPut streams")
 	fl.IntVar(&f.connections, "connections", 0, "gRPC connections the streams share (default: one per stream, at most 8)")
 	fl.IntVar(&f.decoders, "decoders", 0, "units decoded at once (default: the number of CPUs)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the summary as one JSON object on stdout")
@@ -86,7 +87,7 @@ and failed_files (a list, present when files failed). bytes are Arrow IPC bytes 
 	fl.Var(&f.maxFrameBytes, "max-frame-bytes", "largest encoded frame (FlightData) sent")
 	fl.Var(&f.maxInflightBytes, "max-inflight-bytes", "bytes sent but not yet acknowledged, across all streams: the memory bound")
 	fl.BoolVar(&f.force, "force", false, "ignore the manifest and load every file again")
-	fl.StringVar(&f.manifestDir, "manifest-dir", "", "where manifests of remote targets live (default $XDG_STATE_HOME/loader/manifests); the embedded sink keeps them in WAREHOUSE/.loader")
+	fl.StringVar(&f.manifestDir, "manifest-dir", "", "where manifests live (default: WAREHOUSE/.loader/manifests for the embedded sink, else $XDG_STATE_HOME/loader/manifests)")
 	fl.DurationVar(&f.commitInterval, "commit-interval", 0, "embedded sink: how often acknowledged rows are committed (default 1s)")
 	fl.DurationVar(&f.progressEvery, "progress-interval", 10*time.Second, "how often to print a progress line when stderr is not a terminal")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
@@ -110,10 +111,10 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 		Limit:            f.limit,
 		Force:            f.force,
 		ManifestDir:      f.manifestDir,
-		CommitInterval:   f.commitInterval,
 		Logger:           a.logger,
 		Progress:         &load.Progress{},
 	}
+	f.target.embedded = []embedded.Option{embedded.WithCommitInterval(f.commitInterval)}
 	for _, apply := range []func(*load.Config) error{f.target.apply, f.input.apply, f.bad.apply} {
 		if err := apply(&cfg); err != nil {
 			return err
@@ -125,15 +126,17 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 	}
 	sum, err := load.Run(ctx, cfg)
 	stopProgress()
-	if sum != nil {
+	// The human summary is for loads that sent something, or got as far as verifying; a load that
+	// failed before (a missing table, a bad file) is told by its error alone. --json always prints.
+	if sum != nil && (f.asJSON || err == nil || sum.Seconds > 0) {
 		if perr := a.printSummary(sum, f.asJSON); perr != nil && err == nil {
 			err = perr
 		}
 	}
 	if se, ok := zerobus.AsSchemaError(err); ok {
-		return fmt.Errorf("the target refused the schema (causes: %v): %w", se.Causes, err)
+		err = fmt.Errorf("the target refused the schema (causes: %v): %w", se.Causes, err)
 	}
-	return err
+	return withHint(err)
 }
 
 func (a *app) printSummary(s *load.Summary, asJSON bool) error {
@@ -143,6 +146,9 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 			loaded = fmt.Sprintf(" (%d of its rows were loaded before it failed)", f.RowsLoaded)
 		}
 		fmt.Fprintf(a.stderr, "failed: %s%s\n", f.Error, loaded)
+		if h := hint(f.Err()); h != "" {
+			fmt.Fprintf(a.stderr, "  hint: %s\n", h)
+		}
 	}
 	if asJSON {
 		return json.NewEncoder(a.stdout).Encode(s) // load.Summary's JSON is the --json contract
@@ -161,10 +167,11 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 	if s.QuarantineDir != "" {
 		fmt.Fprintf(a.stdout, "dead letters in %s\n", s.QuarantineDir)
 	}
-	if s.VerifiedRows != nil {
+	switch {
+	case s.VerifiedRows != nil:
 		fmt.Fprintf(a.stdout, "verified: %s grew by %s rows\n", s.Table, groupDigits(*s.VerifiedRows))
-	} else {
-		fmt.Fprintln(a.stdout, "not verified: the target cannot count rows")
+	case s.NotVerified != "":
+		fmt.Fprintf(a.stdout, "not verified: %s\n", s.NotVerified)
 	}
 	return nil
 }

@@ -36,6 +36,7 @@ It exits 1 when any file would fail to load.`,
 				}
 			}
 			rep, err := load.Plan(cmd.Context(), cfg)
+			err = withHint(err)
 			if rep == nil {
 				return err
 			}
@@ -59,7 +60,11 @@ It exits 1 when any file would fail to load.`,
 
 func (a *app) printPlan(_ context.Context, r *load.PlanReport) error {
 	w := a.stdout
-	fmt.Fprintf(w, "table %s (columns from the %s)\n  %s\n\n", r.Table, r.TableFrom, r.Columns)
+	from := map[string]string{"target": "the target's description", "given": "--table-schema", "first file": "the first file"}[r.TableFrom]
+	if from == "" {
+		from = r.TableFrom
+	}
+	fmt.Fprintf(w, "table %s (columns from %s)\n  %s\n\n", r.Table, from, r.Columns)
 	rows := groupDigits(r.Rows)
 	if r.RowsUnknownFiles > 0 {
 		rows += fmt.Sprintf(" + the rows of %d files counted only when read", r.RowsUnknownFiles)

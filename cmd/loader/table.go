@@ -244,7 +244,7 @@ func countLocal(ctx context.Context, dir string, name tableschema.TableName) (co
 }
 
 func countRemote(ctx context.Context, endpoint, protocol, token string, name tableschema.TableName) (committed, pending int64, err error) {
-	var opts []flightclient.Option
+	opts := []flightclient.Option{flightclient.WithUserAgent(userAgent())}
 	if token != "" {
 		opts = append(opts, flightclient.WithToken(token))
 	}
