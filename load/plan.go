@@ -134,4 +134,3 @@ func (p *pipeline) planFile(ctx context.Context, f readers.File, rep *PlanReport
 	}
 	return pf
 }
-
