@@ -69,7 +69,8 @@ func (r *remote) Describe(ctx context.Context, table tableschema.TableName) (fli
 }
 
 func (r *remote) Create(ctx context.Context, table tableschema.TableName, schema *tableschema.Schema) error {
-	return r.ctl.Create(ctx, table, schema.Arrow())
+	// The stored types, not the wire's: a DECIMAL must not be created as the text it travels as.
+	return r.ctl.Create(ctx, table, schema.StorageArrow())
 }
 
 func (r *remote) Count(ctx context.Context, table tableschema.TableName) (int64, error) {

@@ -495,18 +495,18 @@ func TestFlightSQLCreateConcurrently(t *testing.T) {
 	const calls, per = 6, 40
 	errs := make(chan error, calls)
 	for i := range calls {
-		go func() {
+		ingest := func() error {
 			rec := sqlBatch(t, mem, sqlSource, i*per, per)
 			defer rec.Release()
 			rdr, err := array.NewRecordReader(sqlSource, []arrow.RecordBatch{rec})
 			if err != nil {
-				errs <- err
-				return
+				return err
 			}
 			defer rdr.Release()
 			_, err = cl.ExecuteIngest(t.Context(), rdr, req)
-			errs <- err
-		}()
+			return err
+		}
+		go func() { errs <- ingest() }() // after the batch is released
 	}
 	for range calls {
 		if err := <-errs; err != nil {
