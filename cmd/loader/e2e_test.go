@@ -406,3 +406,51 @@ func TestGenerateAndDemoShape(t *testing.T) {
 		t.Errorf("demo load summary = %+v; want 20000 rows verified", s)
 	}
 }
+
+// TestFlightSQLCreateAndFailedLoads: Flight SQL --create-table creates the table with the given
+// columns through `loader serve` and verifies the load with SELECT count(*); failed loads print
+// their error in the JSON summary, say why they are not verified, and hint at the flag that helps.
+func TestFlightSQLCreateAndFailedLoads(t *testing.T) {
+	wh := t.TempDir()
+	srv := serve(t, wh)
+	endpoint := "grpc://" + srv.addr
+	data := writeParquetParts(t, 2, 500)
+	s := parseSummary(t, mustLoader(t, "load", "--table", tableName, "--endpoint", endpoint, "--protocol", "flightsql",
+		"--create-table", "--table-schema", fixture.TableColumns, "--json", data).stdout)
+	if s.Rows != 1000 || s.VerifiedRows == nil || *s.VerifiedRows != 1000 {
+		t.Errorf("flightsql --create-table: summary = %+v; want 1000 rows verified", s)
+	}
+	if n := lastLineInt(t, mustLoader(t, "table", "count", tableName, "--endpoint", endpoint, "--protocol", "flightsql").stdout); n != 1000 {
+		t.Errorf("table count --protocol flightsql = %d; want 1000", n)
+	}
+
+	// Zerobus cannot create tables: a usage error, with a hint.
+	r := loader(t, "load", "--table", "main.default.other", "--endpoint", endpoint, "--create-table", data)
+	if r.code != 2 || !strings.Contains(r.stderr, "cannot create tables") || !strings.Contains(r.stderr, "hint: --create-table works with") {
+		t.Errorf("zerobus --create-table: exit %d, stderr %q; want 2, saying it cannot create tables, with a hint", r.code, r.stderr)
+	}
+
+	// A missing table: exit 1, the error in the JSON, a hint on stderr.
+	r = loader(t, "load", "--table", "main.default.missing", "--warehouse", t.TempDir(), "--json", data)
+	var out struct {
+		Error        string `json:"error"`
+		NotVerified  string `json:"not_verified"`
+		VerifiedRows *int64 `json:"verified_rows"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("--json output of a failed load %q: %v", r.stdout, err)
+	}
+	if r.code != 1 || !strings.Contains(out.Error, "does not exist") || out.NotVerified != "the load failed" || out.VerifiedRows != nil ||
+		!strings.Contains(r.stderr, "hint: create it first") {
+		t.Errorf("load into a missing table: exit %d, %+v, stderr %q; want 1, the error in the JSON, not verified, a hint", r.code, out, r.stderr)
+	}
+
+	// A load that fails part-way says so in its human summary.
+	if err := os.WriteFile(filepath.Join(data, "zz-broken.parquet"), []byte("PAR1 not parquet PAR1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = loader(t, "load", "--table", tableName, "--endpoint", endpoint, "--protocol", "flightsql", "--force", data)
+	if r.code != 1 || !strings.Contains(r.stdout, "not verified: the load failed") || !strings.Contains(r.stderr, "zz-broken.parquet") {
+		t.Errorf("failed load: exit %d, stdout %q, stderr %q; want 1, 'not verified: the load failed', naming the file", r.code, r.stdout, r.stderr)
+	}
+}
