@@ -21,6 +21,18 @@
 //     closed early when no frame arrives for a short while ([WithIdleFlush]), so acknowledgements
 //     (and the caller's memory budget) never stall.
 //
+// Each dialect is one type, chosen once in New, in two halves: the DoPut protocol (descriptor,
+// headers, READY, frame metadata, what a PutResult means, when a call's frames count as acknowledged)
+// and the table operations outside the DoPut ([Client.Describe], [Client.Count], [Client.Create]).
+// Zerobus and Flight use the embedded sink's actions for those (a real Zerobus endpoint answers
+// Unimplemented: it cannot describe, count or create). Flight SQL uses standard Flight SQL only, so it
+// works with servers that are not ours: GetTables (include_schema) to describe, matching the table by
+// exact name and accepting servers without catalogs or schemas (SQLite); SELECT count(*) FROM the
+// table (CommandStatementQuery), named as GetTables reported it, to count, unless the server's SqlInfo
+// says it runs no SQL; an ingest call of no rows with TABLE_NOT_EXIST_OPTION_CREATE to create. What a
+// server does not implement comes back as an [*UnsupportedError] saying why (errors.Is
+// [ErrUnsupported]); a table it does not have as [ErrTableNotFound].
+//
 // In the dialects that acknowledge at the end of a call, a call also ends when the stream's
 // unacknowledged bytes reach the stream cap, so a call carries at most min(WithCallBytes,
 // WithStreamCap) bytes (plus one frame).
