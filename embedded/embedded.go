@@ -156,6 +156,9 @@ func (t *Target) Describe(ctx context.Context, name tableschema.TableName) (flig
 
 // Create creates the table with schema unless it exists.
 func (t *Target) Create(ctx context.Context, name tableschema.TableName, schema *tableschema.Schema) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	wh, err := t.warehouse()
 	if err != nil {
 		return err
@@ -209,6 +212,9 @@ func (t *Target) Streams(ctx context.Context, opts ...flightclient.Option) (*fli
 // start runs the sink on a loopback port once: it returns when the sink's recovery is done and it
 // accepts calls.
 func (t *Target) start(ctx context.Context) (*sink.Server, *warehouse.Warehouse, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.srv != nil {
