@@ -52,7 +52,9 @@
 //
 // # Errors and bad files
 //
-// Errors name the file and, when reading, the unit. A file that cannot be decoded fails with an error
+// Every error of Open and ReadUnit is, or wraps, a *FileError naming the file and, when reading, the
+// unit, so callers find them with errors.As; the errors of the caller's own callbacks (ReadUnit's fn,
+// CSVOptions.OnBadRow) come back as they are. A file that cannot be decoded fails with an error
 // wrapping ErrCorrupt: decoder errors, recovered decoder panics, and allocations over
 // WithMaxAllocation (a corrupt length must not ask for terabytes; the Go runtime cannot recover from
 // that). Every decode step runs under the context: when it is cancelled or its deadline passes,

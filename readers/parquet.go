@@ -48,7 +48,7 @@ func readerProps() *parquet.ReaderProperties {
 func openParquet(ctx context.Context, f File, cfg *config) (src Source, err error) {
 	fh, err := os.Open(f.Path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -56,14 +56,14 @@ func openParquet(ctx context.Context, f File, cfg *config) (src Source, err erro
 		}
 	}()
 	if f.Size < 12 {
-		return nil, fmt.Errorf("%w: %s: %d bytes is too small for a Parquet file", ErrCorrupt, f.Path, f.Size)
+		return nil, fmt.Errorf("%w: %d bytes is too small for a Parquet file", ErrCorrupt, f.Size)
 	}
 	tail := make([]byte, 4)
 	if _, err := fh.ReadAt(tail, f.Size-4); err != nil {
-		return nil, corrupt(f.Path, err)
+		return nil, corrupt(err)
 	}
 	if bytes.Equal(tail, magicParquetEnc) {
-		return nil, fmt.Errorf("%s: %w", f.Path, ErrEncrypted)
+		return nil, ErrEncrypted
 	}
 	s := &parquetSource{f: f, cfg: cfg, fh: fh}
 	s.mem = &limitAllocator{Allocator: cfg.mem, limit: cfg.allocLimit(f.Size)}
@@ -88,7 +88,7 @@ func openParquet(ctx context.Context, f File, cfg *config) (src Source, err erro
 		return nil
 	})
 	if err != nil {
-		return nil, corrupt(f.Path, err)
+		return nil, corrupt(err)
 	}
 	for i := 0; i < s.meta.Schema.NumColumns(); i++ {
 		skip := false
@@ -100,7 +100,7 @@ func openParquet(ctx context.Context, f File, cfg *config) (src Source, err erro
 		}
 	}
 	if len(s.leaves)+len(s.int96) == 0 && s.meta.NumRows > 0 {
-		return nil, fmt.Errorf("%w: %s: %d rows but no columns", ErrCorrupt, f.Path, s.meta.NumRows)
+		return nil, fmt.Errorf("%w: %d rows but no columns", ErrCorrupt, s.meta.NumRows)
 	}
 	for i := 0; i < s.meta.NumRowGroups(); i++ {
 		rg := s.meta.RowGroup(i)
@@ -113,7 +113,7 @@ func openParquet(ctx context.Context, f File, cfg *config) (src Source, err erro
 			}
 		}
 		if rg.NumRows() < 0 {
-			return nil, fmt.Errorf("%w: %s: row group %d declares %d rows", ErrCorrupt, f.Path, i, rg.NumRows())
+			return nil, fmt.Errorf("%w: row group %d declares %d rows", ErrCorrupt, i, rg.NumRows())
 		}
 		s.units = append(s.units, Unit{Index: i, Rows: rg.NumRows(), Bytes: size})
 	}
@@ -167,12 +167,17 @@ func (s *parquetSource) batchRows(unit int) int64 {
 }
 
 func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
-	where := unitWhere(s.f.Path, "row group", unit)
+	return unitError(s.f.Path, unit, s.unitName(), s.readUnit(ctx, unit, callerFn(fn)))
+}
+
+func (s *parquetSource) unitName() string { return "row group" }
+
+func (s *parquetSource) readUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
 	if unit < 0 || unit >= len(s.units) {
-		return fmt.Errorf("%s: no such unit (the file has %d row groups)", where, len(s.units))
+		return fmt.Errorf("no such unit (the file has %d row groups)", len(s.units))
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", where, err)
+		return err
 	}
 	want := s.units[unit].Rows
 	if want == 0 {
@@ -217,7 +222,7 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 		return s.openInt96(rdr, unit, &i96)
 	})
 	if err != nil {
-		return corrupt(where, err)
+		return corrupt(err)
 	}
 	par := s.cfg.parquetParallel(len(readers) + len(i96))
 	// The footer's sizes are only an estimate (dictionary pages, for one, decode to far more than
@@ -232,7 +237,7 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 			return err
 		})
 		if err != nil {
-			return corrupt(where, err)
+			return corrupt(err)
 		}
 		rec := pending
 		pending = nil
@@ -250,7 +255,7 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 		}
 	}
 	if got != want {
-		return fmt.Errorf("%w: %s: the footer declares %d rows, the data holds %d", ErrCorrupt, where, want, got)
+		return fmt.Errorf("%w: the footer declares %d rows, the data holds %d", ErrCorrupt, want, got)
 	}
 	return nil
 }

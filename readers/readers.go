@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -72,6 +72,100 @@ var (
 	// *RowError names the file, line and column, never the value.
 	ErrBadRow = errors.New("bad row")
 )
+
+// FileError is the error Open and a Source's ReadUnit return for a file: every error of theirs is,
+// or wraps, a *FileError, so callers find the file (and unit) with errors.As rather than in the
+// text. Err is the cause, still matchable with errors.Is (ErrCorrupt, ErrBadRow, a context error).
+// Errors of the caller's own callbacks (ReadUnit's fn, CSVOptions.OnBadRow) are returned as they
+// are, not wrapped.
+type FileError struct {
+	Path string
+	// Unit is the unit being read, or -1 when the error is not about one (Open).
+	Unit int
+	Err  error
+
+	unitName string // "row group", "batch group", ...: how the format names a unit; "" is "unit"
+}
+
+// Error renders the path, then the unit (as the format names it: "row group 3"), then the cause,
+// naming the path once: a *RowError cause, which names the file and line itself, is rendered as it
+// is, and an *fs.PathError for the same path by its operation and error.
+func (e *FileError) Error() string {
+	if re, ok := e.Err.(*RowError); ok && re.File == e.Path {
+		return re.Error()
+	}
+	cause := e.Err.Error()
+	if pe, ok := e.Err.(*fs.PathError); ok && pe.Path == e.Path {
+		cause = pe.Op + ": " + pe.Err.Error() // not "f.csv: open f.csv: ..."
+	}
+	if e.Unit < 0 {
+		return e.Path + ": " + cause
+	}
+	name := e.unitName
+	if name == "" {
+		name = "unit"
+	}
+	return fmt.Sprintf("%s: %s %d: %s", e.Path, name, e.Unit, cause)
+}
+
+// Unwrap returns the cause.
+func (e *FileError) Unwrap() error { return e.Err }
+
+// unitSource is what every source implements besides Source: readUnit is ReadUnit without the
+// *FileError (its errors name neither file nor unit, and fn's come back as *callerError), and
+// unitName is how the format names a unit in errors.
+type unitSource interface {
+	Source
+	readUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error
+	unitName() string
+}
+
+var (
+	_ unitSource = (*parquetSource)(nil)
+	_ unitSource = (*ipcFileSource)(nil)
+	_ unitSource = (*ipcStreamSource)(nil)
+	_ unitSource = (*csvSource)(nil)
+	_ unitSource = (*partSource)(nil)
+)
+
+// fileError wraps err, an error of Open, in a *FileError (unless it already is one).
+func fileError(path string, err error) error {
+	return unitError(path, -1, "", err)
+}
+
+// callerError marks an error returned by the caller's callback (ReadUnit's fn or OnBadRow), which
+// ReadUnit passes on as it is. It has no Unwrap so that the decoders' classifications (errors.Is
+// ErrCorrupt, a context error) never take the caller's error for theirs.
+type callerError struct{ err error }
+
+func (e *callerError) Error() string { return e.err.Error() }
+
+// callerFn marks fn's errors as the caller's.
+func callerFn(fn func(arrow.RecordBatch) error) func(arrow.RecordBatch) error {
+	return func(rec arrow.RecordBatch) error {
+		if err := fn(rec); err != nil {
+			return &callerError{err}
+		}
+		return nil
+	}
+}
+
+// unitError is what a ReadUnit returns for err: the caller's own error as it is, an error already
+// naming the file as it is, anything else wrapped in a *FileError for unit (named name).
+func unitError(path string, unit int, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *callerError
+	if errors.As(err, &ce) {
+		return ce.err
+	}
+	var fe *FileError
+	if errors.As(err, &fe) {
+		return err
+	}
+	return &FileError{Path: path, Unit: unit, unitName: name, Err: err}
+}
 
 // File is one source file.
 type File struct {
@@ -228,7 +322,7 @@ func withDecodeHook(fn func(start bool)) Option { return func(c *config) { c.dec
 // abandoned and its source closed when it finishes.
 func Open(ctx context.Context, f File, opts ...Option) (Source, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, fileError(f.Path, err)
 	}
 	var (
 		st  stepper
@@ -245,10 +339,7 @@ func Open(ctx context.Context, f File, opts ...Option) (Source, error) {
 				src.Close()
 			}
 		})
-		if errors.Is(err, ErrCorrupt) && !strings.Contains(err.Error(), f.Path) {
-			err = fmt.Errorf("%s: %w", f.Path, err) // a recovered panic
-		}
-		return nil, err
+		return nil, fileError(f.Path, err)
 	}
 	return src, nil
 }
@@ -260,7 +351,7 @@ func open(ctx context.Context, f File, opts []Option) (Source, error) {
 		// A File built by hand: fill what Discover would have.
 		st, err := os.Stat(f.Path)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Path, err)
+			return nil, err
 		}
 		if f.Size == 0 {
 			f.Size = st.Size()
@@ -290,7 +381,7 @@ func open(ctx context.Context, f File, opts []Option) (Source, error) {
 	case FormatCSV:
 		src, err = openCSV(ctx, f, &cfg)
 	default:
-		return nil, fmt.Errorf("%s: %w", f.Path, ErrUnknownFormat)
+		return nil, ErrUnknownFormat
 	}
 	if err != nil {
 		return nil, err
