@@ -99,6 +99,8 @@ func (e *RowError) Error() string {
 
 func (e *RowError) Unwrap() error { return ErrBadRow }
 
+func (e *RowError) filePath() string { return e.File }
+
 func asciiByte(name string, r rune, def byte) (byte, error) {
 	if r == 0 {
 		return def, nil

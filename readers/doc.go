@@ -68,7 +68,10 @@
 // Valid files arrow-go v18.8.0 cannot read, and which therefore fail with ErrCorrupt: Hadoop-LZ4
 // Parquet, an empty compressed V2 data page, MAP columns whose keys are not required (Presto), an
 // unknown logical type. Parquet page checksums, which arrow-go does not check, are verified here
-// (WithVerifyChecksums) before a row group decodes.
+// (WithVerifyChecksums) before a row group decodes, and page sizes are checked against
+// WithMaxPageBytes: a valid file whose page is over it fails with a *PageTooLargeError, not
+// ErrCorrupt, and reads with a larger limit (a page within the limit may need buffers over
+// WithMaxAllocation, which its row group then gets).
 //
 // # Concurrency and memory
 //

@@ -198,18 +198,23 @@ func (s *parquetSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 			pending.Release()
 		}
 	})
+	mem := s.mem
 	err := st.run(ctx, func() error {
-		if s.cfg.verifyCRC {
-			if err := verifyRowGroupCRC(s.fh, s.f.Size, s.meta.RowGroup(unit)); err != nil {
-				return err
-			}
+		largest, err := checkRowGroupPages(s.fh, s.f.Size, s.meta.RowGroup(unit), s.f.Path, unit, s.cfg.verifyCRC, s.cfg.maxPage)
+		if err != nil {
+			return err
+		}
+		if 2*largest > s.cfg.allocLimit(s.f.Size) {
+			// A page within the page limit but larger than the allocation cap: its values may need
+			// a buffer of its size, rounded up to a power of two as builders grow.
+			mem = &limitAllocator{Allocator: s.cfg.mem, limit: 2 * largest}
 		}
 		rdr, err := file.NewParquetReader(io.NewSectionReader(s.fh, 0, s.f.Size),
 			file.WithReadProps(readerProps()), file.WithMetadata(s.meta))
 		if err != nil {
 			return err
 		}
-		fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{BatchSize: batch}, s.mem)
+		fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{BatchSize: batch}, mem)
 		if err != nil {
 			return err
 		}
@@ -233,7 +238,7 @@ func (s *parquetSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 		n := min(batch, want-got)
 		err := st.run(ctx, func() error {
 			var err error
-			pending, err = s.readBatch(readers, i96, n, par)
+			pending, err = s.readBatch(mem, readers, i96, n, par)
 			return err
 		})
 		if err != nil {
@@ -262,7 +267,7 @@ func (s *parquetSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 
 // readBatch decodes the next n rows of every column, par columns at a time. It returns nil at the
 // end of the row group.
-func (s *parquetSource) readBatch(readers []*pqarrow.ColumnReader, i96 map[int]*file.Int96ColumnChunkReader, n int64, par int) (arrow.RecordBatch, error) {
+func (s *parquetSource) readBatch(mem memory.Allocator, readers []*pqarrow.ColumnReader, i96 map[int]*file.Int96ColumnChunkReader, n int64, par int) (arrow.RecordBatch, error) {
 	cols := make([]arrow.Array, s.schema.NumFields())
 	releaseAll := func() {
 		for _, c := range cols {
@@ -278,7 +283,7 @@ func (s *parquetSource) readBatch(readers []*pqarrow.ColumnReader, i96 map[int]*
 		if r, ok := i96[i]; ok {
 			jobs[i] = func() error {
 				var err error
-				cols[i], err = s.readInt96(r, n)
+				cols[i], err = s.readInt96(mem, r, n)
 				return err
 			}
 			continue
@@ -296,12 +301,12 @@ func (s *parquetSource) readBatch(readers []*pqarrow.ColumnReader, i96 map[int]*
 			defer ch.Release()
 			switch len(ch.Chunks()) {
 			case 0:
-				cols[i] = array.MakeArrayOfNull(s.mem, ch.DataType(), 0)
+				cols[i] = array.MakeArrayOfNull(mem, ch.DataType(), 0)
 			case 1:
 				cols[i] = ch.Chunk(0)
 				cols[i].Retain()
 			default:
-				cols[i], err = array.Concatenate(ch.Chunks(), s.mem)
+				cols[i], err = array.Concatenate(ch.Chunks(), mem)
 			}
 			return err
 		}
@@ -405,14 +410,14 @@ func (s *parquetSource) openInt96(rdr *file.Reader, unit int, out *map[int]*file
 }
 
 // readInt96 reads up to n values of a flat INT96 column as microseconds.
-func (s *parquetSource) readInt96(r *file.Int96ColumnChunkReader, n int64) (arrow.Array, error) {
+func (s *parquetSource) readInt96(mem memory.Allocator, r *file.Int96ColumnChunkReader, n int64) (arrow.Array, error) {
 	maxDef := r.Descriptor().MaxDefinitionLevel()
 	vals := make([]parquet.Int96, n)
 	var defs []int16
 	if maxDef > 0 {
 		defs = make([]int16, n)
 	}
-	b := array.NewTimestampBuilder(s.mem, int96Type)
+	b := array.NewTimestampBuilder(mem, int96Type)
 	defer b.Release()
 	b.Reserve(int(n))
 	for int64(b.Len()) < n {

@@ -88,11 +88,11 @@ type FileError struct {
 }
 
 // Error renders the path, then the unit (as the format names it: "row group 3"), then the cause,
-// naming the path once: a *RowError cause, which names the file and line itself, is rendered as it
-// is, and an *fs.PathError for the same path by its operation and error.
+// naming the path once: a *RowError or *PageTooLargeError cause, which names the file itself, is
+// rendered as it is, and an *fs.PathError for the same path by its operation and error.
 func (e *FileError) Error() string {
-	if re, ok := e.Err.(*RowError); ok && re.File == e.Path {
-		return re.Error()
+	if fp, ok := e.Err.(interface{ filePath() string }); ok && fp.filePath() == e.Path {
+		return e.Err.Error() // a *RowError or *PageTooLargeError, which names the file itself
 	}
 	cause := e.Err.Error()
 	if pe, ok := e.Err.(*fs.PathError); ok && pe.Path == e.Path {
@@ -219,11 +219,15 @@ type config struct {
 	parallel      int
 	partitionCols bool
 	maxAlloc      int64
+	maxPage       int64
 	verifyCRC     bool
 	decodeHook    func(start bool) // tests: called as each column decode job starts and ends
 }
 
-const defaultBatchBytes = 8 << 20
+const (
+	defaultBatchBytes   = 8 << 20
+	defaultMaxPageBytes = 1 << 30
+)
 
 func newConfig(opts []Option) config {
 	c := config{
@@ -231,6 +235,7 @@ func newConfig(opts []Option) config {
 		batchBytes:    defaultBatchBytes,
 		logger:        slog.New(slog.DiscardHandler),
 		partitionCols: true,
+		maxPage:       defaultMaxPageBytes,
 		verifyCRC:     true,
 	}
 	for _, o := range opts {
@@ -289,13 +294,31 @@ func WithPartitionColumns(on bool) Option { return func(c *config) { c.partition
 
 // WithVerifyChecksums checks the CRC of every Parquet page that carries one before its row group
 // decodes; a mismatch fails the unit with ErrCorrupt naming the column and byte offset. It reads
-// each row group's column chunks once more (usually from the page cache). Default true.
+// each row group's column chunks once more (usually from the page cache). Default true. (The page
+// headers are walked either way, for WithMaxPageBytes.)
 func WithVerifyChecksums(on bool) Option { return func(c *config) { c.verifyCRC = on } }
 
 // WithMaxAllocation caps one buffer allocation made while decoding. A corrupt length that asks for
-// more fails the unit with ErrCorrupt instead of exhausting memory. Default 0: the larger of 1 GiB,
-// 64 times the file size and 8 times the batch bytes.
+// more fails the unit with ErrCorrupt instead of exhausting memory. Default 0 (and any value below
+// 1): the larger of 1 GiB, 64 times the file size and 8 times the batch bytes. A Parquet row group
+// whose largest page (within WithMaxPageBytes) is over half the cap decodes with a cap of twice
+// that page instead, as its values may need a buffer its size, rounded up to a power of two.
 func WithMaxAllocation(n int64) Option { return func(c *config) { c.maxAlloc = n } }
+
+// WithMaxPageBytes caps the uncompressed size of one Parquet page. Each page header of a row group
+// is checked before the row group decodes, so a page over the cap fails the unit with a
+// *PageTooLargeError (not ErrCorrupt: the file is valid, and reads with a larger cap given the
+// memory) before anything is decompressed; a header claiming more than its column chunk's
+// uncompressed size in the footer fails with ErrCorrupt. Default 1 GiB; values below 1 mean the
+// default. Parquet page sizes are 32-bit, so a cap of 2 GiB or more checks nothing.
+func WithMaxPageBytes(n int64) Option {
+	return func(c *config) {
+		if n < 1 {
+			n = defaultMaxPageBytes
+		}
+		c.maxPage = n
+	}
+}
 
 func (c *config) allocLimit(fileSize int64) int64 {
 	if c.maxAlloc > 0 {
