@@ -29,7 +29,12 @@
 //
 // An IPC file's unit is a run of consecutive record batches of about WithBatchBytes on disk; an IPC
 // stream is one unit read in order. Dictionary-encoded columns are passed through (schemamatch
-// unpacks them). Decoded batches are validated (offsets, buffer sizes, dictionary indices) so a
+// unpacks them). Run-end encoded, string_view, binary_view, list_view and large_list_view columns
+// are decoded, at any depth, to their plain types (the values' type, large_utf8, large_binary, list,
+// large_list), in Schema as in every batch: they are encodings of the same values, so nothing
+// downstream (schemamatch, tableschema.FromArrow, the rescue column) needs to know them. Decoding
+// runs a batch at a time, in slices of about WithBatchBytes decoded, with arrow-go's take and cast
+// kernels. Decoded batches are validated (offsets, buffer sizes, dictionary indices) so a
 // corrupt file fails here, and batches larger than WithBatchBytes are handed out as zero-copy slices.
 //
 // CSV is one unit per file, parsed by this package's RFC 4180 tokenizer into typed Arrow builders

@@ -126,6 +126,7 @@ var (
 	_ unitSource = (*ipcStreamSource)(nil)
 	_ unitSource = (*csvSource)(nil)
 	_ unitSource = (*partSource)(nil)
+	_ unitSource = (*plainSource)(nil)
 )
 
 // fileError wraps err, an error of Open, in a *FileError (unless it already is one).
@@ -198,7 +199,8 @@ type Unit struct {
 // concurrent ReadUnit calls for different units.
 type Source interface {
 	File() File
-	// Schema is the file's Arrow schema (for CSV, the types it is parsed into).
+	// Schema is the file's Arrow schema (for CSV, the types it is parsed into), with run-end
+	// encoded and view types replaced by their plain types at any depth, as the batches come.
 	Schema() *arrow.Schema
 	Units() []Unit
 	// ReadUnit calls fn with the unit's batches in order. fn must not keep a batch after it returns
@@ -407,6 +409,9 @@ func open(ctx context.Context, f File, opts []Option) (Source, error) {
 		return nil, ErrUnknownFormat
 	}
 	if err != nil {
+		return nil, err
+	}
+	if src, err = withPlain(src, &cfg); err != nil {
 		return nil, err
 	}
 	return withPartitions(src, &cfg)
