@@ -44,7 +44,8 @@ type CSVOptions struct {
 	// NullValues are the texts read as null. nil means [""] (an empty field). In STRING and
 	// BINARY columns they apply to unquoted fields only, so an unquoted empty field is null and a
 	// quoted one ("") is an empty string, as PostgreSQL and Spark read CSV; StringNulls applies
-	// them to quoted fields too.
+	// them to quoted fields too. In every other column an empty field is null whatever
+	// NullValues holds: it means nothing else in a number, boolean, date, timestamp or JSON column.
 	NullValues  []string
 	StringNulls bool
 	// TimestampFormat is a Go time layout for TIMESTAMP columns, such as "2006-01-02 15:04:05".
@@ -68,7 +69,9 @@ type CSVOptions struct {
 	// MaxRecordBytes bounds one record (an unterminated quote must not swallow the file). 0
 	// means 64 MiB.
 	MaxRecordBytes int
-	// InferRows is how many rows type inference samples when no table is given. 0 means 1000.
+	// InferRows is how many rows type inference samples when no table is given (and at most 4 MiB
+	// of them). 0 means 1000. A row past the sample that does not parse as its column's inferred type
+	// is a bad row like any other.
 	InferRows int
 }
 
@@ -554,13 +557,15 @@ func (u *csvUnit) fill() (done bool, err error) {
 	return false, nil
 }
 
-// inferType picks the narrowest type every sampled value of column i parses as: BIGINT, DOUBLE,
-// BOOLEAN, DATE, TIMESTAMP (when every value has a zone) or TIMESTAMP_NTZ, else STRING. Null
-// texts are ignored; a column of nulls is STRING.
+// inferType picks the narrowest type every sampled value of column i parses as, in this order:
+// BIGINT, DOUBLE, BOOLEAN (true or false in any case, t or f), DATE (DateFormat, 2006-01-02 by
+// default), TIMESTAMP when every value has a zone (timestamp[us, UTC]) or TIMESTAMP_NTZ
+// (timestamp[us]) when not, each as the converters parse them, else STRING. Null texts and empty
+// fields, null in all those types, are ignored; a column of nothing else is STRING.
 func inferType(sample [][]string, i int, o *convOptions) arrow.DataType {
 	var vals []string
 	for _, row := range sample {
-		if i < len(row) && !o.isNull([]byte(row[i])) {
+		if i < len(row) && !o.isNullNonText([]byte(row[i])) {
 			vals = append(vals, strings.TrimSpace(row[i]))
 		}
 	}
@@ -598,7 +603,11 @@ func inferType(sample [][]string, i int, o *convOptions) arrow.DataType {
 	}):
 		return arrow.FixedWidthTypes.Date32
 	case all(func(v string) bool { _, ok, _ := parseTimestamp([]byte(v), o.tsLayout, nil); return ok }):
-		if all(hasZone) {
+		zoned := hasZone
+		if o.tsLayout != "" {
+			zoned = func(string) bool { return layoutHasZone(o.tsLayout) }
+		}
+		if all(zoned) {
 			return &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
 		}
 		return &arrow.TimestampType{Unit: arrow.Microsecond}

@@ -29,20 +29,25 @@
 //
 // An IPC file's unit is a run of consecutive record batches of about WithBatchBytes on disk; an IPC
 // stream is one unit read in order. Dictionary-encoded columns are passed through (schemamatch
-// unpacks them). Run-end encoded, string_view, binary_view, list_view and large_list_view columns
-// are decoded, at any depth, to their plain types (the values' type, large_utf8, large_binary, list,
-// large_list), in Schema as in every batch: they are encodings of the same values, so nothing
-// downstream (schemamatch, tableschema.FromArrow, the rescue column) needs to know them. Decoding
-// runs a batch at a time, in slices of about WithBatchBytes decoded, with arrow-go's take and cast
-// kernels. Decoded batches are validated (offsets, buffer sizes, dictionary indices) so a
+// unpacks them). Decoded batches are validated (offsets, buffer sizes, dictionary indices) so a
 // corrupt file fails here, and batches larger than WithBatchBytes are handed out as zero-copy slices.
+//
+// Run-end encoded, string_view, binary_view, list_view and large_list_view columns (which only IPC
+// files carry) are decoded, at any depth, to their plain types: the values' type, large_utf8,
+// large_binary, list, large_list. Schema says so as every batch does: they are encodings of the same
+// values, so nothing downstream (schemamatch, tableschema.FromArrow, the rescue column) needs to
+// know them. Decoding runs a batch at a time, in slices of about WithBatchBytes decoded, with
+// arrow-go's take and cast kernels.
 //
 // CSV is one unit per file, parsed by this package's RFC 4180 tokenizer into typed Arrow builders
 // (see CSVOptions for the dialect: delimiter, quote, escape, comments, header or names, null markers,
 // timestamp and date layouts, ragged rows, a BOM, CRLF, gzip and zstd). With WithTable, each column
 // is parsed by header name straight into the table's canonical type (DECIMAL text is validated and
 // normalised to the column's scale; ARRAY, MAP and STRUCT fields are JSON), and columns the table
-// lacks are text. Without a table, types are inferred from the first rows (InferRows). A row that
+// lacks are text. Without a table, as for a table created from the file, types are inferred from
+// the first rows (InferRows): BIGINT, DOUBLE, BOOLEAN, DATE, TIMESTAMP (every value with a zone) or
+// TIMESTAMP_NTZ, else STRING, each the narrowest type every sampled value parses as, null texts and
+// empty fields aside; the rows then parse into those types as into a table's. A row that
 // does not parse is a *RowError naming the file, line and column, never the value; with
 // CSVOptions.OnBadRow such rows are handed to the caller (for a dead-letter file) and skipped.
 //
