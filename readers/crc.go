@@ -45,6 +45,9 @@ type PageTooLargeError struct {
 	Limit    int64
 }
 
+// Error renders the file, column, row group, page size and limit:
+// `data.parquet: column "m.key_value.value" row group 0: page of 1234567890 bytes exceeds the page
+// limit of 1073741824 bytes`.
 func (e *PageTooLargeError) Error() string {
 	return fmt.Sprintf("%s: column %q row group %d: page of %d bytes exceeds the page limit of %d bytes",
 		e.Path, e.Column, e.RowGroup, e.Size, e.Limit)

@@ -69,7 +69,8 @@ func (e *panicError) Error() string {
 func (e *panicError) Unwrap() error { return ErrCorrupt }
 
 // corrupt wraps a decoder error with ErrCorrupt unless it is a context error, already classified,
-// the caller's or a *PageTooLargeError (a valid file). Where it happened (file, unit) is the *FileError's to say.
+// the caller's or a *PageTooLargeError (a valid file). Where it happened (file, unit) is the
+// *FileError's to say.
 func corrupt(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, ErrCorrupt) || errors.Is(err, ErrBadRow) {
