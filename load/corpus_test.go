@@ -244,7 +244,7 @@ func checkNoDeltaType(t *testing.T, err error, s *arrow.Schema) {
 // noDeltaType says why no Delta column can hold values of dt, or "" when one can.
 func noDeltaType(dt arrow.DataType) string {
 	switch dt := dt.(type) {
-	case *arrow.Uint64Type, *arrow.Time32Type, *arrow.Time64Type, *arrow.DurationType,
+	case *arrow.Time32Type, *arrow.Time64Type, *arrow.DurationType,
 		*arrow.MonthIntervalType, *arrow.DayTimeIntervalType, *arrow.MonthDayNanoIntervalType,
 		*arrow.SparseUnionType, *arrow.DenseUnionType:
 		return dt.String()

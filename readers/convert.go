@@ -36,6 +36,7 @@ type convOptions struct {
 	dateLayout  string
 }
 
+// isNull reports whether b is one of the null texts.
 func (o *convOptions) isNull(b []byte) bool {
 	for _, n := range o.nulls {
 		if bytes.Equal(b, n) {
@@ -44,6 +45,11 @@ func (o *convOptions) isNull(b []byte) bool {
 	}
 	return false
 }
+
+// isNullNonText reports whether b is null in a column that is not text: a null text, or empty
+// whatever the null texts are (an empty field means nothing else in a number, boolean, date,
+// timestamp or JSON column).
+func (o *convOptions) isNullNonText(b []byte) bool { return len(b) == 0 || o.isNull(b) }
 
 // unsafeString views b as a string for parsing; the string must not outlive b.
 func unsafeString(b []byte) string {
@@ -103,7 +109,7 @@ type boolConv struct {
 
 func (c *boolConv) null() { c.b.AppendNull() }
 func (c *boolConv) parse(b []byte, _ bool) string {
-	if c.isNull = c.o.isNull(b); c.isNull {
+	if c.isNull = c.o.isNullNonText(b); c.isNull {
 		return ""
 	}
 	switch strings.ToLower(unsafeString(bytes.TrimSpace(b))) {
@@ -134,7 +140,7 @@ type intConv[T int8 | int16 | int32 | int64] struct {
 
 func (c *intConv[T]) null() { c.nul() }
 func (c *intConv[T]) parse(b []byte, _ bool) string {
-	if c.isNull = c.o.isNull(b); c.isNull {
+	if c.isNull = c.o.isNullNonText(b); c.isNull {
 		return ""
 	}
 	v, err := strconv.ParseInt(unsafeString(bytes.TrimSpace(b)), 10, c.bits)
@@ -165,7 +171,7 @@ type floatConv[T float32 | float64] struct {
 
 func (c *floatConv[T]) null() { c.nul() }
 func (c *floatConv[T]) parse(b []byte, _ bool) string {
-	if c.isNull = c.o.isNull(b); c.isNull {
+	if c.isNull = c.o.isNullNonText(b); c.isNull {
 		return ""
 	}
 	v, err := strconv.ParseFloat(unsafeString(bytes.TrimSpace(b)), c.bits)
@@ -215,7 +221,7 @@ type decConv struct {
 
 func (c *decConv) null() { c.b.AppendNull() }
 func (c *decConv) parse(b []byte, _ bool) string {
-	if c.isNull = c.o.isNull(b); c.isNull {
+	if c.isNull = c.o.isNullNonText(b); c.isNull {
 		return ""
 	}
 	var reason string
@@ -238,7 +244,7 @@ type dateConv struct {
 
 func (c *dateConv) null() { c.b.AppendNull() }
 func (c *dateConv) parse(b []byte, _ bool) string {
-	if c.isNull = c.o.isNull(b); c.isNull {
+	if c.isNull = c.o.isNullNonText(b); c.isNull {
 		return ""
 	}
 	layout := c.o.dateLayout
@@ -273,7 +279,7 @@ type tsConv struct {
 
 func (c *tsConv) null() { c.b.AppendNull() }
 func (c *tsConv) parse(b []byte, _ bool) string {
-	if c.isNull = c.o.isNull(b); c.isNull {
+	if c.isNull = c.o.isNullNonText(b); c.isNull {
 		return ""
 	}
 	var t time.Time
@@ -376,6 +382,12 @@ func parseTimestamp(b []byte, layout string, scratch []byte) (time.Time, bool, [
 	return time.Time{}, false, scratch
 }
 
+// layoutHasZone reports whether a Go time layout reads a zone: an offset (Z07, -07, with or without
+// minutes) or a zone name (MST).
+func layoutHasZone(layout string) bool {
+	return strings.Contains(layout, "Z07") || strings.Contains(layout, "-07") || strings.Contains(layout, "MST")
+}
+
 // hasZone reports whether a timestamp text carries a zone (Z or an offset after the time).
 func hasZone(s string) bool {
 	if len(s) <= 10 {
@@ -398,7 +410,7 @@ type jsonConv struct {
 
 func (c *jsonConv) null() { c.b.AppendNull() }
 func (c *jsonConv) parse(b []byte, _ bool) string {
-	if c.isNull = c.o.isNull(b); c.isNull {
+	if c.isNull = c.o.isNullNonText(b); c.isNull {
 		return ""
 	}
 	// Try the value on a scratch builder first, so a bad one never half-fills the real one.

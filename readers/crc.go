@@ -10,11 +10,18 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 )
 
-// Page checksums. arrow-go v18.8.0 reads Parquet pages without checking their CRC, so a flipped bit
-// in a page would load silently. verifyRowGroupCRC walks each column chunk's page headers (Thrift
-// compact protocol, parsed here because arrow-go keeps its Thrift types internal) and checks every
-// page that carries a crc: CRC-32 (IEEE) of the page as written, after its header. A header that
-// cannot be parsed stops the check for that chunk without failing it: decoding will judge it.
+// Page headers. Before a row group decodes, checkRowGroupPages walks each column chunk's page
+// headers (Thrift compact protocol, parsed here because arrow-go keeps its Thrift types internal)
+// for two checks arrow-go v18.8.0 does not make:
+//
+//   - Page sizes: a page whose uncompressed size is over WithMaxPageBytes fails with a
+//     *PageTooLargeError before anything is decompressed (arrow-go would allocate the whole page,
+//     from Go's heap, on the header's word).
+//   - Checksums (WithVerifyChecksums): every page that carries a crc is checked, CRC-32 (IEEE) of
+//     the page as written after its header, so a flipped bit cannot load silently.
+//
+// A header that cannot be parsed stops the walk of that chunk without failing it: decoding will
+// judge it.
 
 // errCRC reports a page whose checksum does not match.
 type errCRC struct {
@@ -28,11 +35,35 @@ func (e *errCRC) Error() string {
 
 func (e *errCRC) Unwrap() error { return ErrCorrupt }
 
-func verifyRowGroupCRC(r io.ReaderAt, size int64, rg *metadata.RowGroupMetaData) error {
+// PageTooLargeError is the error for a Parquet page whose uncompressed size is over the page limit
+// (WithMaxPageBytes). The file is not corrupt: it can be read with a larger limit, given the memory.
+type PageTooLargeError struct {
+	Path     string
+	Column   string // the column's dotted path in the Parquet schema, such as "m.key_value.value"
+	RowGroup int
+	Size     int64 // the page's uncompressed size
+	Limit    int64
+}
+
+// Error renders the file, column, row group, page size and limit:
+// `data.parquet: column "m.key_value.value" row group 0: page of 1234567890 bytes exceeds the page
+// limit of 1073741824 bytes`.
+func (e *PageTooLargeError) Error() string {
+	return fmt.Sprintf("%s: column %q row group %d: page of %d bytes exceeds the page limit of %d bytes",
+		e.Path, e.Column, e.RowGroup, e.Size, e.Limit)
+}
+
+func (e *PageTooLargeError) filePath() string { return e.Path }
+
+// checkRowGroupPages checks the pages of row group unit (rg) of the file at path (r, size bytes):
+// their uncompressed sizes against maxPage and, with crc, their checksums. It returns the largest
+// uncompressed page size it saw.
+func checkRowGroupPages(r io.ReaderAt, size int64, rg *metadata.RowGroupMetaData, path string, unit int, crc bool, maxPage int64) (int64, error) {
+	var largest int64
 	for c := 0; c < rg.NumColumns(); c++ {
 		cc, err := rg.ColumnChunk(c)
 		if err != nil {
-			return nil // decoding will report it
+			return largest, nil // decoding will report it
 		}
 		start := cc.DataPageOffset()
 		if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < start {
@@ -42,54 +73,88 @@ func verifyRowGroupCRC(r io.ReaderAt, size int64, rg *metadata.RowGroupMetaData)
 		if start < 0 || length <= 0 || start+length > size {
 			continue
 		}
-		if err := verifyChunkCRC(r, start, length, cc.PathInSchema().String()); err != nil {
-			return err
+		column := cc.PathInSchema().String()
+		big, err := walkChunk(r, start, length, column, crc, maxPage)
+		if err != nil {
+			return largest, err
 		}
+		if big > maxPage {
+			if total := cc.TotalUncompressedSize(); total > 0 && big > total {
+				return largest, fmt.Errorf("%w: column %s: a page header claims %d uncompressed bytes, more than the %d of its column chunk",
+					ErrCorrupt, column, big, total)
+			}
+			return largest, &PageTooLargeError{Path: path, Column: column, RowGroup: unit, Size: big, Limit: maxPage}
+		}
+		largest = max(largest, big)
 	}
-	return nil
+	return largest, nil
 }
 
-func verifyChunkCRC(r io.ReaderAt, start, length int64, column string) error {
-	// Stream the chunk: page headers are parsed from a small window, bodies are hashed as they are
-	// read (starting with the part the window already holds), so memory stays bounded whatever the
-	// chunk size and each byte is read once.
-	var window [64 << 10]byte
-	pos := int64(0)
-	for pos < length {
-		w := window[:min(int64(len(window)), length-pos)]
-		n, err := r.ReadAt(w, start+pos)
-		if n < len(w) && err != nil {
-			return nil
+// walkChunk walks the pages of the column chunk at [start, start+length) of r. It returns the
+// largest uncompressed page size, stopping at the first page over maxPage; with crc it verifies
+// every checksummed page before it.
+func walkChunk(r io.ReaderAt, start, length int64, column string, crc bool, maxPage int64) (int64, error) {
+	// Stream the chunk: page headers are parsed from a small window, which is read again only when
+	// a header is not inside it (small pages share one read); bodies are hashed as they are read,
+	// starting with the part the window already holds, so memory stays bounded whatever the chunk
+	// size and each byte is read once.
+	var window, body [64 << 10]byte
+	var (
+		w       []byte // window's valid bytes, which start at chunk offset wpos
+		wpos    int64
+		largest int64
+	)
+	for pos := int64(0); pos < length; {
+		h, hl, ok := pageHeader{}, 0, false
+		if w != nil && pos >= wpos && pos < wpos+int64(len(w)) {
+			h, hl, ok = parsePageHeader(w[pos-wpos:])
 		}
-		h, hl, ok := parsePageHeader(w)
-		if !ok || h.compressed < 0 || pos+int64(hl)+int64(h.compressed) > length {
-			return nil
+		if !ok {
+			wpos, w = pos, window[:min(int64(len(window)), length-pos)]
+			n, err := r.ReadAt(w, start+pos)
+			if n < len(w) && err != nil {
+				return largest, nil
+			}
+			if h, hl, ok = parsePageHeader(w); !ok {
+				return largest, nil
+			}
 		}
-		if h.hasCRC {
-			head := w[hl:min(len(w), hl+int(h.compressed))]
+		if h.compressed < 0 || pos+int64(hl)+int64(h.compressed) > length {
+			return largest, nil
+		}
+		if u := int64(h.uncompressed); u > largest {
+			largest = u
+			if u > maxPage {
+				return largest, nil
+			}
+		}
+		if crc && h.hasCRC {
+			from := pos - wpos + int64(hl) // the body's first byte in w
+			head := w[min(from, int64(len(w))):min(int64(len(w)), from+int64(h.compressed))]
 			sum := crc32.ChecksumIEEE(head)
-			off, rest := start+pos+int64(len(w)), int64(h.compressed)-int64(len(head))
+			off, rest := start+pos+int64(hl)+int64(len(head)), int64(h.compressed)-int64(len(head))
 			for rest > 0 {
-				b := window[:min(int64(len(window)), rest)]
+				b := body[:min(int64(len(body)), rest)]
 				if n, _ := r.ReadAt(b, off); n < len(b) {
-					return nil
+					return largest, nil
 				}
 				sum = crc32.Update(sum, crc32.IEEETable, b)
 				off, rest = off+int64(len(b)), rest-int64(len(b))
 			}
 			if sum != uint32(h.crc) {
-				return &errCRC{column: column, offset: start + pos}
+				return largest, &errCRC{column: column, offset: start + pos}
 			}
 		}
 		pos += int64(hl) + int64(h.compressed)
 	}
-	return nil
+	return largest, nil
 }
 
 type pageHeader struct {
-	compressed int32
-	crc        int32
-	hasCRC     bool
+	uncompressed int32
+	compressed   int32
+	crc          int32
+	hasCRC       bool
 }
 
 var errThrift = errors.New("bad thrift")
@@ -223,6 +288,8 @@ func parsePageHeader(b []byte) (pageHeader, int, bool) {
 		}
 		t := fh & 0x0f
 		switch {
+		case id == 2 && t == 5:
+			h.uncompressed = int32(c.zigzag())
 		case id == 3 && t == 5:
 			h.compressed = int32(c.zigzag())
 			seen = true

@@ -44,7 +44,8 @@ type CSVOptions struct {
 	// NullValues are the texts read as null. nil means [""] (an empty field). In STRING and
 	// BINARY columns they apply to unquoted fields only, so an unquoted empty field is null and a
 	// quoted one ("") is an empty string, as PostgreSQL and Spark read CSV; StringNulls applies
-	// them to quoted fields too.
+	// them to quoted fields too. In every other column an empty field is null whatever
+	// NullValues holds: it means nothing else in a number, boolean, date, timestamp or JSON column.
 	NullValues  []string
 	StringNulls bool
 	// TimestampFormat is a Go time layout for TIMESTAMP columns, such as "2006-01-02 15:04:05".
@@ -68,7 +69,9 @@ type CSVOptions struct {
 	// MaxRecordBytes bounds one record (an unterminated quote must not swallow the file). 0
 	// means 64 MiB.
 	MaxRecordBytes int
-	// InferRows is how many rows type inference samples when no table is given. 0 means 1000.
+	// InferRows is how many rows type inference samples when no table is given (and at most 4 MiB
+	// of them). 0 means 1000. A row past the sample that does not parse as its column's inferred type
+	// is a bad row like any other.
 	InferRows int
 }
 
@@ -98,6 +101,8 @@ func (e *RowError) Error() string {
 }
 
 func (e *RowError) Unwrap() error { return ErrBadRow }
+
+func (e *RowError) filePath() string { return e.File }
 
 func asciiByte(name string, r rune, def byte) (byte, error) {
 	if r == 0 {
@@ -247,18 +252,18 @@ type csvSource struct {
 func openCSV(ctx context.Context, f File, cfg *config) (_ Source, err error) {
 	d, err := cfg.csv.resolve(f.Path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
+		return nil, err
 	}
 	s := &csvSource{f: f, cfg: cfg, d: d}
 	r, closeFn, err := openText(f.Path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
+		return nil, err
 	}
 	defer func() {
 		// The sample read stops early, so the decompressor may have met corruption the rows read so
 		// far do not show: report it now rather than from ReadUnit.
 		if cerr := closeFn(); cerr != nil && err == nil {
-			err = fmt.Errorf("%s: %w", f.Path, cerr)
+			err = cerr
 		}
 	}()
 	t := d.tokenizer(r)
@@ -266,14 +271,14 @@ func openCSV(ctx context.Context, f File, cfg *config) (_ Source, err error) {
 	if !d.o.NoHeader {
 		if _, err := t.next(); err != nil {
 			if errors.Is(err, io.EOF) {
-				return nil, fmt.Errorf("%w: %s: empty file, no header row", ErrCorrupt, f.Path)
+				return nil, fmt.Errorf("%w: empty file, no header row", ErrCorrupt)
 			}
 			return nil, s.readErr(err)
 		}
 		s.names = t.strings()
 		if len(d.o.Columns) > 0 {
 			if len(d.o.Columns) != len(s.names) {
-				return nil, fmt.Errorf("%s: %d column names given for a header of %d columns", f.Path, len(d.o.Columns), len(s.names))
+				return nil, fmt.Errorf("%d column names given for a header of %d columns", len(d.o.Columns), len(s.names))
 			}
 			s.names = append([]string(nil), d.o.Columns...)
 		}
@@ -319,12 +324,12 @@ func openCSV(ctx context.Context, f File, cfg *config) (_ Source, err error) {
 			s.names[i] = n
 		}
 		if j, dup := seen[n]; dup {
-			return nil, fmt.Errorf("%s: columns %d and %d are both named %q", f.Path, j+1, i+1, n)
+			return nil, fmt.Errorf("columns %d and %d are both named %q", j+1, i+1, n)
 		}
 		seen[n] = i
 	}
 	if len(s.names) == 0 {
-		return nil, fmt.Errorf("%w: %s: no columns", ErrCorrupt, f.Path)
+		return nil, fmt.Errorf("%w: no columns", ErrCorrupt)
 	}
 	fields := make([]arrow.Field, len(s.names))
 	s.decimals = make([]*tableschema.Type, len(s.names))
@@ -371,7 +376,7 @@ func (s *csvSource) readErr(err error) error {
 	if errors.As(err, &se) {
 		return &RowError{File: s.f.Path, Line: se.line, Reason: se.reason}
 	}
-	return corrupt(s.f.Path, err)
+	return corrupt(err)
 }
 
 func (s *csvSource) File() File            { return s.f }
@@ -379,17 +384,22 @@ func (s *csvSource) Schema() *arrow.Schema { return s.schema }
 func (s *csvSource) Units() []Unit         { return []Unit{{Index: 0, Rows: -1, Bytes: s.f.Size}} }
 func (s *csvSource) Close() error          { return nil }
 
-func (s *csvSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) (err error) {
-	where := unitWhere(s.f.Path, "unit", unit)
+func (s *csvSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
+	return unitError(s.f.Path, unit, s.unitName(), s.readUnit(ctx, unit, callerFn(fn)))
+}
+
+func (s *csvSource) unitName() string { return "unit" }
+
+func (s *csvSource) readUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) (err error) {
 	if unit != 0 {
-		return fmt.Errorf("%s: no such unit (a CSV file is one unit)", where)
+		return fmt.Errorf("no such unit (a CSV file is one unit)")
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", where, err)
+		return err
 	}
 	r, closeFn, err := openText(s.f.Path)
 	if err != nil {
-		return fmt.Errorf("%s: %w", where, err)
+		return err
 	}
 	rd := &csvUnit{s: s, t: s.d.tokenizer(r), bld: array.NewRecordBuilder(s.cfg.mem, s.schema)}
 	rd.convs = make([]conv, len(s.names))
@@ -406,7 +416,7 @@ func (s *csvSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Record
 		select {
 		case cerr := <-closed:
 			if cerr != nil && err == nil {
-				err = fmt.Errorf("%s: %w", where, cerr)
+				err = cerr
 			}
 		default:
 			// A step was abandoned (err says why): the input is closed when it ends.
@@ -425,7 +435,7 @@ func (s *csvSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Record
 			return nil
 		})
 		if err != nil {
-			return corrupt(where, err)
+			return corrupt(err)
 		}
 		if eof {
 			return nil
@@ -442,7 +452,7 @@ func (s *csvSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Record
 			if errors.Is(err, ErrBadRow) || !isDecodeErr(err) {
 				return err // a bad row or OnBadRow's own error, as it is
 			}
-			return corrupt(where, err)
+			return corrupt(err)
 		}
 		rec := rd.pending
 		rd.pending = nil
@@ -509,7 +519,10 @@ func (u *csvUnit) fill() (done bool, err error) {
 		}
 		bad := func(col, reason string) error {
 			if s.d.o.OnBadRow != nil {
-				return s.d.o.OnBadRow(BadRow{File: s.f.Path, Line: line, Column: col, Reason: reason, Fields: u.t.strings()})
+				if err := s.d.o.OnBadRow(BadRow{File: s.f.Path, Line: line, Column: col, Reason: reason, Fields: u.t.strings()}); err != nil {
+					return &callerError{err}
+				}
+				return nil
 			}
 			return &RowError{File: s.f.Path, Line: line, Column: col, Reason: reason}
 		}
@@ -544,13 +557,15 @@ func (u *csvUnit) fill() (done bool, err error) {
 	return false, nil
 }
 
-// inferType picks the narrowest type every sampled value of column i parses as: BIGINT, DOUBLE,
-// BOOLEAN, DATE, TIMESTAMP (when every value has a zone) or TIMESTAMP_NTZ, else STRING. Null
-// texts are ignored; a column of nulls is STRING.
+// inferType picks the narrowest type every sampled value of column i parses as, in this order:
+// BIGINT, DOUBLE, BOOLEAN (true or false in any case, t or f), DATE (DateFormat, 2006-01-02 by
+// default), TIMESTAMP when every value has a zone (timestamp[us, UTC]) or TIMESTAMP_NTZ
+// (timestamp[us]) when not, each as the converters parse them, else STRING. Null texts and empty
+// fields, null in all those types, are ignored; a column of nothing else is STRING.
 func inferType(sample [][]string, i int, o *convOptions) arrow.DataType {
 	var vals []string
 	for _, row := range sample {
-		if i < len(row) && !o.isNull([]byte(row[i])) {
+		if i < len(row) && !o.isNullNonText([]byte(row[i])) {
 			vals = append(vals, strings.TrimSpace(row[i]))
 		}
 	}
@@ -588,7 +603,11 @@ func inferType(sample [][]string, i int, o *convOptions) arrow.DataType {
 	}):
 		return arrow.FixedWidthTypes.Date32
 	case all(func(v string) bool { _, ok, _ := parseTimestamp([]byte(v), o.tsLayout, nil); return ok }):
-		if all(hasZone) {
+		zoned := hasZone
+		if o.tsLayout != "" {
+			zoned = func(string) bool { return layoutHasZone(o.tsLayout) }
+		}
+		if all(zoned) {
 			return &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}
 		}
 		return &arrow.TimestampType{Unit: arrow.Microsecond}

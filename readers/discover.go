@@ -270,7 +270,7 @@ func describe(path string, st fs.FileInfo, force Format, explicit bool) (File, e
 	fm, err := detectFormat(path, force)
 	if err != nil {
 		if explicit {
-			return File{}, err
+			return File{}, fileError(path, err)
 		}
 		fm = FormatUnknown
 	}
@@ -355,11 +355,12 @@ func legacyStreamPrefix(head []byte, size int64) bool {
 	return l > 0 && l+4 <= size
 }
 
-// detectFormat decides a file's format from its extension (or force) and its magic bytes.
+// detectFormat decides a file's format from its extension (or force) and its magic bytes. Its
+// errors do not name the file: callers wrap them in a *FileError.
 func detectFormat(path string, force Format) (Format, error) {
 	byMagic, head, size, err := sniff(path)
 	if err != nil {
-		return FormatUnknown, fmt.Errorf("%s: %w", path, err)
+		return FormatUnknown, err
 	}
 	byExt := extFormat(filepath.Base(path))
 	if force != FormatUnknown {
@@ -381,5 +382,5 @@ func detectFormat(path string, force Format) (Format, error) {
 	case byExt != FormatUnknown:
 		return byExt, nil
 	}
-	return FormatUnknown, fmt.Errorf("%s: %w (use .parquet, .csv, .tsv, .arrow, .feather, .ipc or .arrows, or name the format)", path, ErrUnknownFormat)
+	return FormatUnknown, fmt.Errorf("%w (use .parquet, .csv, .tsv, .arrow, .feather, .ipc or .arrows, or name the format)", ErrUnknownFormat)
 }

@@ -32,12 +32,22 @@
 // unpacks them). Decoded batches are validated (offsets, buffer sizes, dictionary indices) so a
 // corrupt file fails here, and batches larger than WithBatchBytes are handed out as zero-copy slices.
 //
+// Run-end encoded, string_view, binary_view, list_view and large_list_view columns (which only IPC
+// files carry) are decoded, at any depth, to their plain types: the values' type, large_utf8,
+// large_binary, list, large_list. Schema says so as every batch does: they are encodings of the same
+// values, so nothing downstream (schemamatch, tableschema.FromArrow, the rescue column) needs to
+// know them. Decoding runs a batch at a time, in slices of about WithBatchBytes decoded, with
+// arrow-go's take and cast kernels.
+//
 // CSV is one unit per file, parsed by this package's RFC 4180 tokenizer into typed Arrow builders
 // (see CSVOptions for the dialect: delimiter, quote, escape, comments, header or names, null markers,
 // timestamp and date layouts, ragged rows, a BOM, CRLF, gzip and zstd). With WithTable, each column
 // is parsed by header name straight into the table's canonical type (DECIMAL text is validated and
 // normalised to the column's scale; ARRAY, MAP and STRUCT fields are JSON), and columns the table
-// lacks are text. Without a table, types are inferred from the first rows (InferRows). A row that
+// lacks are text. Without a table, as for a table created from the file, types are inferred from
+// the first rows (InferRows): BIGINT, DOUBLE, BOOLEAN, DATE, TIMESTAMP (every value with a zone) or
+// TIMESTAMP_NTZ, else STRING, each the narrowest type every sampled value parses as, null texts and
+// empty fields aside; the rows then parse into those types as into a table's. A row that
 // does not parse is a *RowError naming the file, line and column, never the value; with
 // CSVOptions.OnBadRow such rows are handed to the caller (for a dead-letter file) and skipped.
 //
@@ -52,7 +62,9 @@
 //
 // # Errors and bad files
 //
-// Errors name the file and, when reading, the unit. A file that cannot be decoded fails with an error
+// Every error of Open and ReadUnit is, or wraps, a *FileError naming the file and, when reading, the
+// unit, so callers find them with errors.As; the errors of the caller's own callbacks (ReadUnit's fn,
+// CSVOptions.OnBadRow) come back as they are. A file that cannot be decoded fails with an error
 // wrapping ErrCorrupt: decoder errors, recovered decoder panics, and allocations over
 // WithMaxAllocation (a corrupt length must not ask for terabytes; the Go runtime cannot recover from
 // that). Every decode step runs under the context: when it is cancelled or its deadline passes,
@@ -66,7 +78,10 @@
 // Valid files arrow-go v18.8.0 cannot read, and which therefore fail with ErrCorrupt: Hadoop-LZ4
 // Parquet, an empty compressed V2 data page, MAP columns whose keys are not required (Presto), an
 // unknown logical type. Parquet page checksums, which arrow-go does not check, are verified here
-// (WithVerifyChecksums) before a row group decodes.
+// (WithVerifyChecksums) before a row group decodes, and page sizes are checked against
+// WithMaxPageBytes: a valid file whose page is over it fails with a *PageTooLargeError, not
+// ErrCorrupt, and reads with a larger limit (a page within the limit may need buffers over
+// WithMaxAllocation, which its row group then gets).
 //
 // # Concurrency and memory
 //

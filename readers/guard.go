@@ -68,23 +68,21 @@ func (e *panicError) Error() string {
 
 func (e *panicError) Unwrap() error { return ErrCorrupt }
 
-// corrupt wraps a decoder error with ErrCorrupt (unless it is a context error or already
-// classified) and names where it happened.
-func corrupt(where string, err error) error {
-	if err == nil {
-		return nil
+// corrupt wraps a decoder error with ErrCorrupt unless it is a context error, already classified,
+// the caller's or a *PageTooLargeError (a valid file). Where it happened (file, unit) is the
+// *FileError's to say.
+func corrupt(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, ErrCorrupt) || errors.Is(err, ErrBadRow) {
+		return err
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: %w", where, err)
+	var ce *callerError
+	var pe *PageTooLargeError
+	if errors.As(err, &ce) || errors.As(err, &pe) {
+		return err
 	}
-	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrBadRow) {
-		return fmt.Errorf("%s: %w", where, err)
-	}
-	return fmt.Errorf("%w: %s: %w", ErrCorrupt, where, err)
+	return fmt.Errorf("%w: %w", ErrCorrupt, err)
 }
-
-// unitWhere renders "file: what index".
-func unitWhere(path, what string, i int) string { return fmt.Sprintf("%s: %s %d", path, what, i) }
 
 // sliceBatches calls fn with rec cut into slices of about batchBytes (zero copy), so that a file
 // with huge batches still hands out bounded ones.

@@ -35,7 +35,7 @@ type ipcFileSource struct {
 func openIPCFile(ctx context.Context, f File, cfg *config) (src Source, err error) {
 	fh, err := os.Open(f.Path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -60,7 +60,7 @@ func openIPCFile(ctx context.Context, f File, cfg *config) (src Source, err erro
 		return nil
 	})
 	if err != nil {
-		return nil, corrupt(f.Path, err)
+		return nil, corrupt(err)
 	}
 	// Group tiny batches so a unit is about one batch's worth of bytes.
 	s.group = 1
@@ -95,12 +95,17 @@ func (s *ipcFileSource) batchRange(unit int) (int, int) {
 }
 
 func (s *ipcFileSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
-	where := unitWhere(s.f.Path, "batch group", unit)
+	return unitError(s.f.Path, unit, s.unitName(), s.readUnit(ctx, unit, callerFn(fn)))
+}
+
+func (s *ipcFileSource) unitName() string { return "batch group" }
+
+func (s *ipcFileSource) readUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
 	if unit < 0 || unit >= len(s.units) {
-		return fmt.Errorf("%s: no such unit (the file has %d)", where, len(s.units))
+		return fmt.Errorf("no such unit (the file has %d)", len(s.units))
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", where, err)
+		return err
 	}
 	var (
 		r       *ipc.FileReader
@@ -127,7 +132,7 @@ func (s *ipcFileSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 		return err
 	})
 	if err != nil {
-		return corrupt(where, err)
+		return corrupt(err)
 	}
 	for i := first; i < end; i++ {
 		err := st.run(ctx, func() error {
@@ -143,7 +148,7 @@ func (s *ipcFileSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 			return nil
 		})
 		if err != nil {
-			return corrupt(fmt.Sprintf("%s: record batch %d", s.f.Path, i), err)
+			return fmt.Errorf("record batch %d: %w", i, corrupt(err))
 		}
 		rec := pending
 		pending = nil
@@ -169,7 +174,7 @@ func openIPCStream(ctx context.Context, f File, cfg *config) (Source, error) {
 	s.mem = &limitAllocator{Allocator: cfg.mem, limit: cfg.allocLimit(f.Size)}
 	fh, err := os.Open(f.Path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
+		return nil, err
 	}
 	defer fh.Close()
 	err = guard(func() error {
@@ -185,7 +190,7 @@ func openIPCStream(ctx context.Context, f File, cfg *config) (Source, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, corrupt(f.Path, err)
+		return nil, corrupt(err)
 	}
 	return s, nil
 }
@@ -196,16 +201,21 @@ func (s *ipcStreamSource) Units() []Unit         { return []Unit{{Index: 0, Rows
 func (s *ipcStreamSource) Close() error          { return nil }
 
 func (s *ipcStreamSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
-	where := unitWhere(s.f.Path, "stream", unit)
+	return unitError(s.f.Path, unit, s.unitName(), s.readUnit(ctx, unit, callerFn(fn)))
+}
+
+func (s *ipcStreamSource) unitName() string { return "stream" }
+
+func (s *ipcStreamSource) readUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
 	if unit != 0 {
-		return fmt.Errorf("%s: no such unit (a stream is one unit)", where)
+		return fmt.Errorf("no such unit (a stream is one unit)")
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", where, err)
+		return err
 	}
 	fh, err := os.Open(s.f.Path)
 	if err != nil {
-		return fmt.Errorf("%s: %w", where, err)
+		return err
 	}
 	var (
 		r       *ipc.Reader
@@ -230,7 +240,7 @@ func (s *ipcStreamSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.
 		return err
 	})
 	if err != nil {
-		return corrupt(where, err)
+		return corrupt(err)
 	}
 	for batch := 0; ; batch++ {
 		err := st.run(ctx, func() error {
@@ -246,7 +256,7 @@ func (s *ipcStreamSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.
 			return nil
 		})
 		if err != nil {
-			return corrupt(fmt.Sprintf("%s: record batch %d", s.f.Path, batch), err)
+			return fmt.Errorf("record batch %d: %w", batch, corrupt(err))
 		}
 		rec := pending
 		pending = nil

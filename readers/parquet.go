@@ -48,7 +48,7 @@ func readerProps() *parquet.ReaderProperties {
 func openParquet(ctx context.Context, f File, cfg *config) (src Source, err error) {
 	fh, err := os.Open(f.Path)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", f.Path, err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -56,14 +56,14 @@ func openParquet(ctx context.Context, f File, cfg *config) (src Source, err erro
 		}
 	}()
 	if f.Size < 12 {
-		return nil, fmt.Errorf("%w: %s: %d bytes is too small for a Parquet file", ErrCorrupt, f.Path, f.Size)
+		return nil, fmt.Errorf("%w: %d bytes is too small for a Parquet file", ErrCorrupt, f.Size)
 	}
 	tail := make([]byte, 4)
 	if _, err := fh.ReadAt(tail, f.Size-4); err != nil {
-		return nil, corrupt(f.Path, err)
+		return nil, corrupt(err)
 	}
 	if bytes.Equal(tail, magicParquetEnc) {
-		return nil, fmt.Errorf("%s: %w", f.Path, ErrEncrypted)
+		return nil, ErrEncrypted
 	}
 	s := &parquetSource{f: f, cfg: cfg, fh: fh}
 	s.mem = &limitAllocator{Allocator: cfg.mem, limit: cfg.allocLimit(f.Size)}
@@ -88,7 +88,7 @@ func openParquet(ctx context.Context, f File, cfg *config) (src Source, err erro
 		return nil
 	})
 	if err != nil {
-		return nil, corrupt(f.Path, err)
+		return nil, corrupt(err)
 	}
 	for i := 0; i < s.meta.Schema.NumColumns(); i++ {
 		skip := false
@@ -100,7 +100,7 @@ func openParquet(ctx context.Context, f File, cfg *config) (src Source, err erro
 		}
 	}
 	if len(s.leaves)+len(s.int96) == 0 && s.meta.NumRows > 0 {
-		return nil, fmt.Errorf("%w: %s: %d rows but no columns", ErrCorrupt, f.Path, s.meta.NumRows)
+		return nil, fmt.Errorf("%w: %d rows but no columns", ErrCorrupt, s.meta.NumRows)
 	}
 	for i := 0; i < s.meta.NumRowGroups(); i++ {
 		rg := s.meta.RowGroup(i)
@@ -113,7 +113,7 @@ func openParquet(ctx context.Context, f File, cfg *config) (src Source, err erro
 			}
 		}
 		if rg.NumRows() < 0 {
-			return nil, fmt.Errorf("%w: %s: row group %d declares %d rows", ErrCorrupt, f.Path, i, rg.NumRows())
+			return nil, fmt.Errorf("%w: row group %d declares %d rows", ErrCorrupt, i, rg.NumRows())
 		}
 		s.units = append(s.units, Unit{Index: i, Rows: rg.NumRows(), Bytes: size})
 	}
@@ -167,12 +167,17 @@ func (s *parquetSource) batchRows(unit int) int64 {
 }
 
 func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
-	where := unitWhere(s.f.Path, "row group", unit)
+	return unitError(s.f.Path, unit, s.unitName(), s.readUnit(ctx, unit, callerFn(fn)))
+}
+
+func (s *parquetSource) unitName() string { return "row group" }
+
+func (s *parquetSource) readUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
 	if unit < 0 || unit >= len(s.units) {
-		return fmt.Errorf("%s: no such unit (the file has %d row groups)", where, len(s.units))
+		return fmt.Errorf("no such unit (the file has %d row groups)", len(s.units))
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%s: %w", where, err)
+		return err
 	}
 	want := s.units[unit].Rows
 	if want == 0 {
@@ -193,18 +198,23 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 			pending.Release()
 		}
 	})
+	mem := s.mem
 	err := st.run(ctx, func() error {
-		if s.cfg.verifyCRC {
-			if err := verifyRowGroupCRC(s.fh, s.f.Size, s.meta.RowGroup(unit)); err != nil {
-				return err
-			}
+		largest, err := checkRowGroupPages(s.fh, s.f.Size, s.meta.RowGroup(unit), s.f.Path, unit, s.cfg.verifyCRC, s.cfg.maxPage)
+		if err != nil {
+			return err
+		}
+		if 2*largest > s.cfg.allocLimit(s.f.Size) {
+			// A page within the page limit but larger than the allocation cap: its values may need
+			// a buffer of its size, rounded up to a power of two as builders grow.
+			mem = &limitAllocator{Allocator: s.cfg.mem, limit: 2 * largest}
 		}
 		rdr, err := file.NewParquetReader(io.NewSectionReader(s.fh, 0, s.f.Size),
 			file.WithReadProps(readerProps()), file.WithMetadata(s.meta))
 		if err != nil {
 			return err
 		}
-		fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{BatchSize: batch}, s.mem)
+		fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{BatchSize: batch}, mem)
 		if err != nil {
 			return err
 		}
@@ -217,7 +227,7 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 		return s.openInt96(rdr, unit, &i96)
 	})
 	if err != nil {
-		return corrupt(where, err)
+		return corrupt(err)
 	}
 	par := s.cfg.parquetParallel(len(readers) + len(i96))
 	// The footer's sizes are only an estimate (dictionary pages, for one, decode to far more than
@@ -228,11 +238,11 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 		n := min(batch, want-got)
 		err := st.run(ctx, func() error {
 			var err error
-			pending, err = s.readBatch(readers, i96, n, par)
+			pending, err = s.readBatch(mem, readers, i96, n, par)
 			return err
 		})
 		if err != nil {
-			return corrupt(where, err)
+			return corrupt(err)
 		}
 		rec := pending
 		pending = nil
@@ -250,14 +260,14 @@ func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 		}
 	}
 	if got != want {
-		return fmt.Errorf("%w: %s: the footer declares %d rows, the data holds %d", ErrCorrupt, where, want, got)
+		return fmt.Errorf("%w: the footer declares %d rows, the data holds %d", ErrCorrupt, want, got)
 	}
 	return nil
 }
 
 // readBatch decodes the next n rows of every column, par columns at a time. It returns nil at the
 // end of the row group.
-func (s *parquetSource) readBatch(readers []*pqarrow.ColumnReader, i96 map[int]*file.Int96ColumnChunkReader, n int64, par int) (arrow.RecordBatch, error) {
+func (s *parquetSource) readBatch(mem memory.Allocator, readers []*pqarrow.ColumnReader, i96 map[int]*file.Int96ColumnChunkReader, n int64, par int) (arrow.RecordBatch, error) {
 	cols := make([]arrow.Array, s.schema.NumFields())
 	releaseAll := func() {
 		for _, c := range cols {
@@ -273,7 +283,7 @@ func (s *parquetSource) readBatch(readers []*pqarrow.ColumnReader, i96 map[int]*
 		if r, ok := i96[i]; ok {
 			jobs[i] = func() error {
 				var err error
-				cols[i], err = s.readInt96(r, n)
+				cols[i], err = s.readInt96(mem, r, n)
 				return err
 			}
 			continue
@@ -291,12 +301,12 @@ func (s *parquetSource) readBatch(readers []*pqarrow.ColumnReader, i96 map[int]*
 			defer ch.Release()
 			switch len(ch.Chunks()) {
 			case 0:
-				cols[i] = array.MakeArrayOfNull(s.mem, ch.DataType(), 0)
+				cols[i] = array.MakeArrayOfNull(mem, ch.DataType(), 0)
 			case 1:
 				cols[i] = ch.Chunk(0)
 				cols[i].Retain()
 			default:
-				cols[i], err = array.Concatenate(ch.Chunks(), s.mem)
+				cols[i], err = array.Concatenate(ch.Chunks(), mem)
 			}
 			return err
 		}
@@ -400,14 +410,14 @@ func (s *parquetSource) openInt96(rdr *file.Reader, unit int, out *map[int]*file
 }
 
 // readInt96 reads up to n values of a flat INT96 column as microseconds.
-func (s *parquetSource) readInt96(r *file.Int96ColumnChunkReader, n int64) (arrow.Array, error) {
+func (s *parquetSource) readInt96(mem memory.Allocator, r *file.Int96ColumnChunkReader, n int64) (arrow.Array, error) {
 	maxDef := r.Descriptor().MaxDefinitionLevel()
 	vals := make([]parquet.Int96, n)
 	var defs []int16
 	if maxDef > 0 {
 		defs = make([]int16, n)
 	}
-	b := array.NewTimestampBuilder(s.mem, int96Type)
+	b := array.NewTimestampBuilder(mem, int96Type)
 	defer b.Release()
 	b.Reserve(int(n))
 	for int64(b.Len()) < n {

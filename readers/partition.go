@@ -15,6 +15,7 @@ import (
 // partSource appends a file's Hive partition values as constant columns.
 type partSource struct {
 	Source
+	inner  unitSource
 	schema *arrow.Schema
 	vals   []scalar.Scalar // each partition value
 	mem    memory.Allocator
@@ -28,7 +29,11 @@ func withPartitions(src Source, cfg *config) (Source, error) {
 	}
 	base := src.Schema()
 	fields := append([]arrow.Field(nil), base.Fields()...)
-	p := &partSource{Source: src, mem: cfg.mem}
+	inner, ok := src.(unitSource)
+	if !ok {
+		return nil, fmt.Errorf("readers: %T reads no units", src)
+	}
+	p := &partSource{Source: src, inner: inner, mem: cfg.mem}
 	seen := map[string]bool{}
 	for _, fl := range fields {
 		seen[fl.Name] = true
@@ -43,7 +48,7 @@ func withPartitions(src Source, cfg *config) (Source, error) {
 		if err != nil {
 			p.release()
 			src.Close()
-			return nil, fmt.Errorf("%s: %w", f.Path, err)
+			return nil, err
 		}
 		fields = append(fields, arrow.Field{Name: part.Key, Type: v.DataType(), Nullable: true})
 		p.vals = append(p.vals, v)
@@ -106,7 +111,13 @@ func (p *partSource) Close() error {
 }
 
 func (p *partSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
-	return p.Source.ReadUnit(ctx, unit, func(rec arrow.RecordBatch) error {
+	return unitError(p.File().Path, unit, p.unitName(), p.readUnit(ctx, unit, callerFn(fn)))
+}
+
+func (p *partSource) unitName() string { return p.inner.unitName() }
+
+func (p *partSource) readUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
+	return p.inner.readUnit(ctx, unit, func(rec arrow.RecordBatch) error {
 		n := int(rec.NumRows())
 		cols := append([]arrow.Array(nil), rec.Columns()...)
 		var extra []arrow.Array

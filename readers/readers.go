@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"runtime"
-	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -73,6 +73,101 @@ var (
 	ErrBadRow = errors.New("bad row")
 )
 
+// FileError is the error Open and a Source's ReadUnit return for a file: every error of theirs is,
+// or wraps, a *FileError, so callers find the file (and unit) with errors.As rather than in the
+// text. Err is the cause, still matchable with errors.Is (ErrCorrupt, ErrBadRow, a context error).
+// Errors of the caller's own callbacks (ReadUnit's fn, CSVOptions.OnBadRow) are returned as they
+// are, not wrapped.
+type FileError struct {
+	Path string
+	// Unit is the unit being read, or -1 when the error is not about one (Open).
+	Unit int
+	Err  error
+
+	unitName string // "row group", "batch group", ...: how the format names a unit; "" is "unit"
+}
+
+// Error renders the path, then the unit (as the format names it: "row group 3"), then the cause,
+// naming the path once: a *RowError or *PageTooLargeError cause, which names the file itself, is
+// rendered as it is, and an *fs.PathError for the same path by its operation and error.
+func (e *FileError) Error() string {
+	if fp, ok := e.Err.(interface{ filePath() string }); ok && fp.filePath() == e.Path {
+		return e.Err.Error() // a *RowError or *PageTooLargeError, which names the file itself
+	}
+	cause := e.Err.Error()
+	if pe, ok := e.Err.(*fs.PathError); ok && pe.Path == e.Path {
+		cause = pe.Op + ": " + pe.Err.Error() // not "f.csv: open f.csv: ..."
+	}
+	if e.Unit < 0 {
+		return e.Path + ": " + cause
+	}
+	name := e.unitName
+	if name == "" {
+		name = "unit"
+	}
+	return fmt.Sprintf("%s: %s %d: %s", e.Path, name, e.Unit, cause)
+}
+
+// Unwrap returns the cause.
+func (e *FileError) Unwrap() error { return e.Err }
+
+// unitSource is what every source implements besides Source: readUnit is ReadUnit without the
+// *FileError (its errors name neither file nor unit, and fn's come back as *callerError), and
+// unitName is how the format names a unit in errors.
+type unitSource interface {
+	Source
+	readUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error
+	unitName() string
+}
+
+var (
+	_ unitSource = (*parquetSource)(nil)
+	_ unitSource = (*ipcFileSource)(nil)
+	_ unitSource = (*ipcStreamSource)(nil)
+	_ unitSource = (*csvSource)(nil)
+	_ unitSource = (*partSource)(nil)
+	_ unitSource = (*plainSource)(nil)
+)
+
+// fileError wraps err, an error of Open, in a *FileError (unless it already is one).
+func fileError(path string, err error) error {
+	return unitError(path, -1, "", err)
+}
+
+// callerError marks an error returned by the caller's callback (ReadUnit's fn or OnBadRow), which
+// ReadUnit passes on as it is. It has no Unwrap so that the decoders' classifications (errors.Is
+// ErrCorrupt, a context error) never take the caller's error for theirs.
+type callerError struct{ err error }
+
+func (e *callerError) Error() string { return e.err.Error() }
+
+// callerFn marks fn's errors as the caller's.
+func callerFn(fn func(arrow.RecordBatch) error) func(arrow.RecordBatch) error {
+	return func(rec arrow.RecordBatch) error {
+		if err := fn(rec); err != nil {
+			return &callerError{err}
+		}
+		return nil
+	}
+}
+
+// unitError is what a ReadUnit returns for err: the caller's own error as it is, an error already
+// naming the file as it is, anything else wrapped in a *FileError for unit (named name).
+func unitError(path string, unit int, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *callerError
+	if errors.As(err, &ce) {
+		return ce.err
+	}
+	var fe *FileError
+	if errors.As(err, &fe) {
+		return err
+	}
+	return &FileError{Path: path, Unit: unit, unitName: name, Err: err}
+}
+
 // File is one source file.
 type File struct {
 	Path    string
@@ -104,7 +199,8 @@ type Unit struct {
 // concurrent ReadUnit calls for different units.
 type Source interface {
 	File() File
-	// Schema is the file's Arrow schema (for CSV, the types it is parsed into).
+	// Schema is the file's Arrow schema (for CSV, the types it is parsed into), with run-end
+	// encoded and view types replaced by their plain types at any depth, as the batches come.
 	Schema() *arrow.Schema
 	Units() []Unit
 	// ReadUnit calls fn with the unit's batches in order. fn must not keep a batch after it returns
@@ -125,11 +221,15 @@ type config struct {
 	parallel      int
 	partitionCols bool
 	maxAlloc      int64
+	maxPage       int64
 	verifyCRC     bool
 	decodeHook    func(start bool) // tests: called as each column decode job starts and ends
 }
 
-const defaultBatchBytes = 8 << 20
+const (
+	defaultBatchBytes   = 8 << 20
+	defaultMaxPageBytes = 1 << 30
+)
 
 func newConfig(opts []Option) config {
 	c := config{
@@ -137,6 +237,7 @@ func newConfig(opts []Option) config {
 		batchBytes:    defaultBatchBytes,
 		logger:        slog.New(slog.DiscardHandler),
 		partitionCols: true,
+		maxPage:       defaultMaxPageBytes,
 		verifyCRC:     true,
 	}
 	for _, o := range opts {
@@ -195,13 +296,31 @@ func WithPartitionColumns(on bool) Option { return func(c *config) { c.partition
 
 // WithVerifyChecksums checks the CRC of every Parquet page that carries one before its row group
 // decodes; a mismatch fails the unit with ErrCorrupt naming the column and byte offset. It reads
-// each row group's column chunks once more (usually from the page cache). Default true.
+// each row group's column chunks once more (usually from the page cache). Default true. (The page
+// headers are walked either way, for WithMaxPageBytes.)
 func WithVerifyChecksums(on bool) Option { return func(c *config) { c.verifyCRC = on } }
 
 // WithMaxAllocation caps one buffer allocation made while decoding. A corrupt length that asks for
-// more fails the unit with ErrCorrupt instead of exhausting memory. Default 0: the larger of 1 GiB,
-// 64 times the file size and 8 times the batch bytes.
+// more fails the unit with ErrCorrupt instead of exhausting memory. Default 0 (and any value below
+// 1): the larger of 1 GiB, 64 times the file size and 8 times the batch bytes. A Parquet row group
+// whose largest page (within WithMaxPageBytes) is over half the cap decodes with a cap of twice
+// that page instead, as its values may need a buffer its size, rounded up to a power of two.
 func WithMaxAllocation(n int64) Option { return func(c *config) { c.maxAlloc = n } }
+
+// WithMaxPageBytes caps the uncompressed size of one Parquet page. Each page header of a row group
+// is checked before the row group decodes, so a page over the cap fails the unit with a
+// *PageTooLargeError (not ErrCorrupt: the file is valid, and reads with a larger cap given the
+// memory) before anything is decompressed; a header claiming more than its column chunk's
+// uncompressed size in the footer fails with ErrCorrupt. Default 1 GiB; values below 1 mean the
+// default. Parquet page sizes are 32-bit, so a cap of 2 GiB or more checks nothing.
+func WithMaxPageBytes(n int64) Option {
+	return func(c *config) {
+		if n < 1 {
+			n = defaultMaxPageBytes
+		}
+		c.maxPage = n
+	}
+}
 
 func (c *config) allocLimit(fileSize int64) int64 {
 	if c.maxAlloc > 0 {
@@ -228,7 +347,7 @@ func withDecodeHook(fn func(start bool)) Option { return func(c *config) { c.dec
 // abandoned and its source closed when it finishes.
 func Open(ctx context.Context, f File, opts ...Option) (Source, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, fileError(f.Path, err)
 	}
 	var (
 		st  stepper
@@ -245,10 +364,7 @@ func Open(ctx context.Context, f File, opts ...Option) (Source, error) {
 				src.Close()
 			}
 		})
-		if errors.Is(err, ErrCorrupt) && !strings.Contains(err.Error(), f.Path) {
-			err = fmt.Errorf("%s: %w", f.Path, err) // a recovered panic
-		}
-		return nil, err
+		return nil, fileError(f.Path, err)
 	}
 	return src, nil
 }
@@ -260,7 +376,7 @@ func open(ctx context.Context, f File, opts []Option) (Source, error) {
 		// A File built by hand: fill what Discover would have.
 		st, err := os.Stat(f.Path)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Path, err)
+			return nil, err
 		}
 		if f.Size == 0 {
 			f.Size = st.Size()
@@ -290,9 +406,12 @@ func open(ctx context.Context, f File, opts []Option) (Source, error) {
 	case FormatCSV:
 		src, err = openCSV(ctx, f, &cfg)
 	default:
-		return nil, fmt.Errorf("%s: %w", f.Path, ErrUnknownFormat)
+		return nil, ErrUnknownFormat
 	}
 	if err != nil {
+		return nil, err
+	}
+	if src, err = withPlain(src, &cfg); err != nil {
 		return nil, err
 	}
 	return withPartitions(src, &cfg)

@@ -50,8 +50,10 @@
 //	                                                          decimal128.Num.ToString(S) renders it; needs s <= S
 //	                                                          and p-s <= P-S; a value beyond its own declared
 //	                                                          precision is checked
-//	int8..int64, uint8..uint64        DECIMAL(P,S)            text, when P-S holds the type's digits (3, 5, 10, 19;
-//	                                                          uint64 20)
+//	int8..int64, uint8..uint32        DECIMAL(P,S)            text, when P-S holds the type's digits (3, 5, 10, 19)
+//	uint64                            DECIMAL(P,S), P-S >= 20 text, exact: "18446744073709551615" (DECIMAL(20,0) is
+//	                                                          what tableschema.FromArrow makes of uint64, as Spark
+//	                                                          reads Parquet UINT_64)
 //	utf8, large_utf8, string_view     DECIMAL(P,S)            parsed (sign, digits, point, exponent, spaces around),
 //	                                                          checked to fit, normalised to S digits; extra
 //	                                                          fractional digits must be zeros: never rounded
@@ -76,9 +78,12 @@
 //	precision loss             int32/uint32 -> FLOAT, int64/uint64 -> DOUBLE (Databricks treats these as unsafe;
 //	                           only integers the float's mantissa holds convert), decimal -> FLOAT/DOUBLE,
 //	                           float -> DECIMAL, decimal(p,s) -> DECIMAL(P,S) with s > S or p-s > P-S,
-//	                           an integer type -> DECIMAL without room for its digits
+//	                           an integer type -> DECIMAL without room for its digits (uint64 -> DECIMAL(19,0),
+//	                           DECIMAL(38,19): fewer than 20 integer digits)
 //	no Delta type              time32, time64, duration, intervals, unions: "no Delta type for time64[us]"
-//	unsupported encodings      list_view, large_list_view, run-end encoded
+//	unsupported encodings      list_view, large_list_view, run-end encoded: package readers decodes them to their
+//	                           plain types (list, large_list, the values' type) before a plan sees them; a
+//	                           batch built elsewhere must be decoded first
 //	no implicit cast           integers -> STRING/BINARY/BOOLEAN/DATE/TIMESTAMP, utf8 -> INT and the like,
 //	                           binary -> STRING (bytes need not be UTF-8; WithBinaryAsString allows it),
 //	                           utf8 -> BINARY, bool -> numbers,

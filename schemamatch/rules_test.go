@@ -90,7 +90,8 @@ func allowedRules() []rule {
 		// integers and text into decimals
 		{name: "int32 to DECIMAL(10,0)", src: arrow.PrimitiveTypes.Int32, srcJSON: `[-2147483648,0,null]`, table: "DECIMAL(10,0)", want: `["-2147483648","0",null]`},
 		{name: "int64 to DECIMAL(21,2)", src: arrow.PrimitiveTypes.Int64, srcJSON: `[-9223372036854775808,5,null]`, table: "DECIMAL(21,2)", want: `["-9223372036854775808.00","5.00",null]`},
-		{name: "uint64 to DECIMAL(20,0)", src: arrow.PrimitiveTypes.Uint64, srcJSON: `[18446744073709551615,null]`, table: "DECIMAL(20,0)", want: `["18446744073709551615",null]`},
+		{name: "uint64 to DECIMAL(20,0)", src: arrow.PrimitiveTypes.Uint64, srcJSON: `[18446744073709551615,0,9223372036854775808,null]`, table: "DECIMAL(20,0)", want: `["18446744073709551615","0","9223372036854775808",null]`},
+		{name: "uint64 to DECIMAL(38,18)", src: arrow.PrimitiveTypes.Uint64, srcJSON: `[18446744073709551615,1,null]`, table: "DECIMAL(38,18)", want: `["18446744073709551615.000000000000000000","1.000000000000000000",null]`},
 		{name: "utf8 to DECIMAL(6,2)", src: arrow.BinaryTypes.String, srcJSON: `["1.5"," -0012.50 ","1e2","0.000",null]`, table: "DECIMAL(6,2)", want: `["1.50","-12.50","100.00","0.00",null]`},
 		{name: "large_utf8 to DECIMAL(4,0)", src: arrow.BinaryTypes.LargeString, srcJSON: `["+9999","-0",null]`, table: "DECIMAL(4,0)", want: `["9999","0",null]`},
 		{name: "string_view to DECIMAL(3,3)", src: arrow.BinaryTypes.StringView, srcJSON: `[".125",null]`, table: "DECIMAL(3,3)", want: `["0.125",null]`},
@@ -128,6 +129,8 @@ func refusedRules() []rule {
 		{name: "decimal256 wider than 38", src: &arrow.Decimal256Type{Precision: 40, Scale: 0}, table: "DECIMAL(38,0)", refuse: "precision loss"},
 		{name: "float to DECIMAL", src: arrow.PrimitiveTypes.Float64, table: "DECIMAL(10,2)", refuse: "binary floats"},
 		{name: "int64 to DECIMAL(10,0)", src: arrow.PrimitiveTypes.Int64, table: "DECIMAL(10,0)", refuse: "19 integer digits"},
+		{name: "uint64 to DECIMAL(19,0)", src: arrow.PrimitiveTypes.Uint64, table: "DECIMAL(19,0)", refuse: "precision loss: uint64 needs 20 integer digits, DECIMAL(19,0) has 19"},
+		{name: "uint64 to DECIMAL(38,19)", src: arrow.PrimitiveTypes.Uint64, table: "DECIMAL(38,19)", refuse: "uint64 needs 20 integer digits"},
 		{name: "utf8 to INT", src: arrow.BinaryTypes.String, table: "INT", refuse: "cannot cast utf8 to INT"},
 		{name: "utf8 to BINARY", src: arrow.BinaryTypes.String, table: "BINARY", refuse: "cannot cast"},
 		{name: "binary to STRING", src: arrow.BinaryTypes.Binary, table: "STRING", refuse: "cannot cast binary to STRING"},

@@ -95,17 +95,20 @@ func (t Type) arrowType(storage bool) arrow.DataType {
 //	Utf8, StringView                      STRING
 //	Binary, BinaryView, FixedSizeBinary   BINARY
 //	UInt8, UInt16, UInt32                 SMALLINT, INT, BIGINT (the next wider signed type)
+//	UInt64                                DECIMAL(20,0), as Spark reads Parquet UINT_64 (no signed
+//	                                      type holds every uint64)
 //	Float16                               FLOAT
 //	Date64                                DATE
 //	Timestamp in any unit                 TIMESTAMP with a time zone, TIMESTAMP_NTZ without
 //	Decimal32/64/128/256 with p <= 38     DECIMAL(p,s)
-//	LargeList, FixedSizeList, ListView    ARRAY
+//	LargeList, FixedSizeList, ListView,   ARRAY
+//	LargeListView
 //	Dictionary, RunEndEncoded             the type of its values
 //	Extension                             the type of its storage
 //	Null                                  STRING (a column of nulls says nothing about its type)
 //
-// UInt64, decimals wider than 38 digits, TIME, DURATION, INTERVAL and unions have no Delta type; every
-// such column is reported in one error wrapping [ErrNoDeltaType].
+// Decimals wider than 38 digits, TIME, DURATION, INTERVAL and unions have no Delta type; every such
+// column is reported in one error wrapping [ErrNoDeltaType].
 func FromArrow(s *arrow.Schema) (*Schema, error) {
 	var errs []error
 	fields := fromArrowFields("", s.Fields(), &errs)
@@ -149,7 +152,7 @@ func fromArrowType(path string, dt arrow.DataType, errs *[]error) Type {
 	case *arrow.Int64Type, *arrow.Uint32Type:
 		return Type{Kind: BigInt}
 	case *arrow.Uint64Type:
-		return noType(" (no signed type holds every uint64; declare the column DECIMAL(20,0) and cast)")
+		return DecimalOf(20, 0)
 	case *arrow.Float16Type, *arrow.Float32Type:
 		return Type{Kind: Float}
 	case *arrow.Float64Type:
