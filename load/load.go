@@ -85,6 +85,9 @@ type Config struct {
 	Decoders         int
 	MaxFrameBytes    int
 	MaxInflightBytes int64
+	// MaxPageBytes bounds the uncompressed size of one Parquet page (readers.WithMaxPageBytes);
+	// 0 keeps the readers' default of 1 GiB.
+	MaxPageBytes int64
 	// Limit loads only the first Limit rows (in file order) when positive.
 	Limit int64
 

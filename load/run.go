@@ -422,8 +422,8 @@ func (p *pipeline) finishFile(fr *fileRun) {
 // failure and returns nil, so the rest of the files go on.
 func (p *pipeline) fileFailed(i int, err error) error {
 	path := p.files[i].Path
-	if !strings.Contains(err.Error(), path) {
-		err = fmt.Errorf("%s: %w", path, err)
+	if !namesFile(err, path) {
+		err = &readers.FileError{Path: path, Unit: -1, Err: err}
 	}
 	if from := p.table.createdFrom; from != "" && from != path && errors.Is(err, schemamatch.ErrMismatch) {
 		err = fmt.Errorf("%w\n  (the table was created in this run from the columns of %s)", err, from)
@@ -436,6 +436,16 @@ func (p *pipeline) fileFailed(i int, err error) error {
 	p.failed = append(p.failed, failure{file: i, err: err})
 	p.failMu.Unlock()
 	return nil
+}
+
+// namesFile reports whether err already says it is about the file at path: a *readers.FileError
+// or a *schemamatch.MismatchError of that file.
+func namesFile(err error, path string) bool {
+	var (
+		fe *readers.FileError
+		me *schemamatch.MismatchError
+	)
+	return (errors.As(err, &fe) && fe.Path == path) || (errors.As(err, &me) && me.Source == path)
 }
 
 // failure is a file skipped by the error policy.
@@ -488,6 +498,7 @@ func (p *pipeline) readerOptions() []readers.Option {
 		readers.WithAllocator(p.cfg.Allocator),
 		readers.WithCSV(csv),
 		readers.WithLogger(p.cfg.Logger),
+		readers.WithMaxPageBytes(p.cfg.MaxPageBytes),
 	}
 }
 
@@ -625,6 +636,9 @@ func (p *pipeline) readUnit(fctx context.Context, fr *fileRun, u readers.Unit) e
 		return fmt.Errorf("unit %d: %w: no progress for %s", u.Index, ErrStalled, p.cfg.StallTimeout)
 	}
 	if err != nil {
+		if namesFile(err, p.files[fr.idx].Path) {
+			return err // readers named the file and the unit
+		}
 		return fmt.Errorf("unit %d: %w", u.Index, err)
 	}
 	p.cfg.Progress.SourceDone.Add(u.Bytes)

@@ -226,10 +226,11 @@ type config struct {
 	decodeHook    func(start bool) // tests: called as each column decode job starts and ends
 }
 
-const (
-	defaultBatchBytes   = 8 << 20
-	defaultMaxPageBytes = 1 << 30
-)
+const defaultBatchBytes = 8 << 20
+
+// DefaultMaxPageBytes is WithMaxPageBytes's default: 1 GiB, far above what writers produce (Spark and
+// arrow write pages of about 1 MiB), low enough that a page decodes within memory.
+const DefaultMaxPageBytes = 1 << 30
 
 func newConfig(opts []Option) config {
 	c := config{
@@ -237,7 +238,7 @@ func newConfig(opts []Option) config {
 		batchBytes:    defaultBatchBytes,
 		logger:        slog.New(slog.DiscardHandler),
 		partitionCols: true,
-		maxPage:       defaultMaxPageBytes,
+		maxPage:       DefaultMaxPageBytes,
 		verifyCRC:     true,
 	}
 	for _, o := range opts {
@@ -316,7 +317,7 @@ func WithMaxAllocation(n int64) Option { return func(c *config) { c.maxAlloc = n
 func WithMaxPageBytes(n int64) Option {
 	return func(c *config) {
 		if n < 1 {
-			n = defaultMaxPageBytes
+			n = DefaultMaxPageBytes
 		}
 		c.maxPage = n
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/load"
+	"github.com/loaderproject/loader/readers"
 )
 
 // hint says which command or flag gets past an error, for the errors the CLI knows a way past.
@@ -13,10 +14,13 @@ func hint(err error) string {
 	var (
 		notFound *load.TableNotFoundError
 		lossy    *load.LossyDescriptionError
+		page     *readers.PageTooLargeError
 	)
 	switch {
 	case err == nil:
 		return ""
+	case errors.As(err, &page):
+		return "raise the page limit with --max-page-bytes (decoding such a page takes about twice its size in memory)"
 	case errors.As(err, &lossy):
 		return "give the table's real columns with --table-schema"
 	case errors.As(err, &notFound):

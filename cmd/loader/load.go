@@ -13,6 +13,7 @@ import (
 	"github.com/loaderproject/loader/embedded"
 	"github.com/loaderproject/loader/load"
 	"github.com/loaderproject/loader/partitioner"
+	"github.com/loaderproject/loader/readers"
 	"github.com/loaderproject/loader/zerobus"
 )
 
@@ -27,6 +28,7 @@ type loadFlags struct {
 	limit            int64
 	maxFrameBytes    byteSize
 	maxInflightBytes byteSize
+	maxPageBytes     byteSize
 	force            bool
 	manifestDir      string
 	commitInterval   time.Duration
@@ -35,7 +37,7 @@ type loadFlags struct {
 }
 
 func (a *app) loadCommand() *cobra.Command {
-	f := loadFlags{maxFrameBytes: partitioner.DefaultMaxFrameBytes, maxInflightBytes: load.DefaultMaxInflightBytes}
+	f := loadFlags{maxFrameBytes: partitioner.DefaultMaxFrameBytes, maxInflightBytes: load.DefaultMaxInflightBytes, maxPageBytes: readers.DefaultMaxPageBytes}
 	cmd := &cobra.Command{
 		Use:   "load --table NAME [--endpoint URL] [--protocol zerobus|flightsql|flight] [--streams N] [--connections M] [--warehouse DIR] [--create-table] [--json] SOURCE...",
 		Short: "Load files into a table",
@@ -86,6 +88,7 @@ and failed_files (a list, present when files failed). bytes are Arrow IPC bytes 
 	fl.Int64Var(&f.limit, "limit", 0, "load only the first N rows, then verify them (a smoke test before a big backfill)")
 	fl.Var(&f.maxFrameBytes, "max-frame-bytes", "largest encoded frame (FlightData) sent")
 	fl.Var(&f.maxInflightBytes, "max-inflight-bytes", "bytes sent but not yet acknowledged, across all streams: the memory bound")
+	fl.Var(&f.maxPageBytes, "max-page-bytes", "largest uncompressed Parquet page read; a larger one fails its file (raise it, memory allowing, for files with huge pages)")
 	fl.BoolVar(&f.force, "force", false, "ignore the manifest and load every file again")
 	fl.StringVar(&f.manifestDir, "manifest-dir", "", "where manifests live (default: WAREHOUSE/.loader/manifests for the embedded sink, else $XDG_STATE_HOME/loader/manifests)")
 	fl.DurationVar(&f.commitInterval, "commit-interval", 0, "embedded sink: how often acknowledged rows are committed (default 1s)")
@@ -108,6 +111,7 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 		Decoders:         f.decoders,
 		MaxFrameBytes:    int(f.maxFrameBytes),
 		MaxInflightBytes: int64(f.maxInflightBytes),
+		MaxPageBytes:     int64(f.maxPageBytes),
 		Limit:            f.limit,
 		Force:            f.force,
 		ManifestDir:      f.manifestDir,
