@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -25,6 +24,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/loaderproject/loader/flightclient"
+	"github.com/loaderproject/loader/internal/flighttest"
 	"github.com/loaderproject/loader/partitioner"
 	"github.com/loaderproject/loader/tableschema"
 	"github.com/loaderproject/loader/zerobus"
@@ -247,23 +247,7 @@ func (s *server) start(t testing.TB, opts ...grpc.ServerOption) string {
 
 // serve serves srv on 127.0.0.1:0 until the test ends and returns its address.
 func serve(t testing.TB, srv flight.FlightServer, opts ...grpc.ServerOption) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true)}, opts...)...)
-	flight.RegisterFlightServiceServer(gs, srv)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = gs.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		gs.Stop()
-		<-done
-	})
-	return lis.Addr().String()
+	return flighttest.Serve(t, srv, opts...)
 }
 
 func (s *server) endpoint() string { return "grpc://" + s.addr }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/internal/fixture"
+	"github.com/loaderproject/loader/internal/flighttest"
 	"github.com/loaderproject/loader/load"
 	"github.com/loaderproject/loader/tableschema"
 	"github.com/loaderproject/loader/warehouse"
@@ -58,7 +58,7 @@ func startThirdParty(t *testing.T, wh *warehouse.Warehouse, sinkEndpoint string,
 			t.Fatal(err)
 		}
 	}
-	return "grpc://" + serveFlight(t, flightsql.NewFlightServer(tp))
+	return "grpc://" + flighttest.Serve(t, flightsql.NewFlightServer(tp))
 }
 
 // lossy is the description such a server gives.
@@ -195,27 +195,6 @@ func (tp *thirdParty) DoPutCommandStatementIngest(ctx context.Context, cmd fligh
 	}
 }
 
-// serveFlight serves srv on 127.0.0.1:0 until the test ends and returns its address.
-func serveFlight(t *testing.T, srv flight.FlightServer) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer(grpc.WaitForHandlers(true))
-	flight.RegisterFlightServiceServer(gs, srv)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = gs.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		gs.Stop()
-		<-done
-	})
-	return lis.Addr().String()
-}
-
 // flightSQLFiles writes n rows of the fixture as three Parquet files.
 func flightSQLFiles(t *testing.T, n int64) string {
 	t.Helper()
@@ -302,7 +281,7 @@ func TestFlightSQLLossyDescription(t *testing.T) {
 	if !errors.As(err, &le) {
 		t.Fatalf("Run = %v; want a LossyDescriptionError", err)
 	}
-	if m := containsAll(err.Error(), "arr STRING", `column "arr" is described as STRING but the file has list<`,
+	if m := fixture.Missing(err.Error(), "arr STRING", `column "arr" is described as STRING but the file has list<`,
 		`every column is described as nullable, but the file says "id" is not`); len(m) > 0 {
 		t.Errorf("Run = %v; lacks %q", err, m)
 	}
@@ -349,15 +328,4 @@ func TestFlightSQLWithoutGetTablesOrSQL(t *testing.T) {
 			checkTable(t, dir, fixture.IDs(0, 600), fixture.Expected)
 		})
 	}
-}
-
-// containsAll returns the parts of want that s lacks.
-func containsAll(s string, want ...string) []string {
-	var missing []string
-	for _, w := range want {
-		if !strings.Contains(s, w) {
-			missing = append(missing, w)
-		}
-	}
-	return missing
 }

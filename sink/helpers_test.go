@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"sort"
-	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -23,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/internal/sinkapi"
 	"github.com/loaderproject/loader/sink"
 	"github.com/loaderproject/loader/tableschema"
@@ -389,12 +389,5 @@ func expected(t testing.TB, table *arrow.Schema, ids ...[2]int64) map[int64]stri
 	return out
 }
 
-func contains(s string, subs ...string) []string {
-	var missing []string
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			missing = append(missing, sub)
-		}
-	}
-	return missing
-}
+// contains returns the parts of subs s lacks.
+func contains(s string, subs ...string) []string { return fixture.Missing(s, subs...) }

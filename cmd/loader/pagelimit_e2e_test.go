@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,7 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/loaderproject/loader/internal/fixture"
 )
 
 // TestPageLimit: a valid file with a page over --max-page-bytes fails naming the file, the page size
@@ -27,20 +27,9 @@ func TestPageLimit(t *testing.T) {
 	rec := b.NewRecordBatch()
 	defer rec.Release()
 	path := filepath.Join(t.TempDir(), "huge-page.parquet")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	props := parquet.NewWriterProperties(parquet.WithDictionaryDefault(false), parquet.WithDataPageSize(64<<20),
 		parquet.WithCompression(compress.Codecs.Zstd))
-	w, err := pqarrow.NewFileWriter(schema, f, props, pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
+	if err := fixture.WriteParquetRecord(path, rec, props); err != nil {
 		t.Fatal(err)
 	}
 
