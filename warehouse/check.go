@@ -1,6 +1,7 @@
 package warehouse
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -153,13 +154,20 @@ func releaseAll[T interface{ Release() }](xs []T) {
 	}
 }
 
+var (
+	errNullInColumn = errors.New("null in a NOT NULL column")
+	errNullInField  = errors.New("null in a NOT NULL field")
+)
+
 type converter struct {
 	mem   memory.Allocator
 	build bool
 }
 
-func badValue(path string, row int, what string) error {
-	return fmt.Errorf("warehouse: column %q row %d: %w: %s", path, row, ErrBadValue, what)
+// badValue is the error for the value at row of the column or field at path; reason says what is
+// wrong with it without quoting it.
+func badValue(path string, row int, reason error) error {
+	return fmt.Errorf("warehouse: column %q row %d: %w: %w", path, row, ErrBadValue, reason)
 }
 
 func rowOf(rows []int, i int) int {
@@ -178,9 +186,9 @@ func (cv *converter) walk(c *colPlan, arr arrow.Array, mask []bool, rows []int) 
 	if !c.nullable && arr.NullN() > 0 {
 		for i := 0; i < arr.Len(); i++ {
 			if arr.IsNull(i) && present(mask, i) {
-				what := "null in a NOT NULL column"
+				what := errNullInColumn
 				if rows != nil || mask != nil {
-					what = "null in a NOT NULL field"
+					what = errNullInField
 				}
 				return nil, badValue(c.path, rowOf(rows, i), what)
 			}
@@ -364,12 +372,12 @@ func (cv *converter) decimal(c *colPlan, arr arrow.Array, mask []bool, rows []in
 		if (nulls && s.IsNull(i)) || !present(mask, i) {
 			continue
 		}
-		num, problem := parseDecimal(s.Value(i), p, sc)
-		if problem != decimalOK {
+		num, err := tableschema.ParseDecimal(s.Value(i), p, sc, tableschema.DecimalPlain)
+		if err != nil {
 			if vals != nil {
 				vals.Release()
 			}
-			return nil, badValue(c.path, rowOf(rows, i), problem.describe(p, sc))
+			return nil, badValue(c.path, rowOf(rows, i), err)
 		}
 		if out != nil {
 			out[i] = num
