@@ -11,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/loaderproject/loader/internal/ipcguard"
 )
 
 // ipcOptions bounds what a corrupt file can make the IPC reader allocate: no message body or
@@ -47,7 +49,7 @@ func openIPCFile(ctx context.Context, f File, cfg *config) (src Source, err erro
 	var batchRows []int64
 	err = guard(func() error {
 		var err error
-		if batchRows, err = precheckFile(fh, f.Size, 0, -1); err != nil {
+		if batchRows, err = ipcguard.CheckFile(fh, f.Size, 0, -1); err != nil {
 			return err
 		}
 		r, err := ipc.NewFileReader(io.NewSectionReader(fh, 0, f.Size), ipcOptions(s.mem, f.Size)...)
@@ -119,7 +121,7 @@ func (s *ipcFileSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.Re
 	err := st.run(ctx, func() error {
 		// Open checked every message; the reader built here reads the footer and dictionaries
 		// again, and this unit's batches, so those are checked again (not the whole file per unit).
-		if _, err := precheckFile(s.fh, s.f.Size, first, end); err != nil {
+		if _, err := ipcguard.CheckFile(s.fh, s.f.Size, first, end); err != nil {
 			return err
 		}
 		var err error
@@ -173,7 +175,7 @@ func openIPCStream(ctx context.Context, f File, cfg *config) (Source, error) {
 	}
 	defer fh.Close()
 	err = guard(func() error {
-		if err := precheckStream(fh, f.Size); err != nil {
+		if err := ipcguard.CheckStream(fh, f.Size); err != nil {
 			return err
 		}
 		r, err := newStreamReader(fh, s.mem, f.Size)
@@ -222,7 +224,7 @@ func (s *ipcStreamSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.
 		fh.Close()
 	})
 	err = st.run(ctx, func() error {
-		if err := precheckStream(fh, s.f.Size); err != nil {
+		if err := ipcguard.CheckStream(fh, s.f.Size); err != nil {
 			return err
 		}
 		var err error

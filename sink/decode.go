@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/loaderproject/loader/internal/ipcguard"
 )
 
 // maxDecodedFrameBytes bounds what decoding one frame may allocate (decompressed buffers).
@@ -82,10 +84,7 @@ func parseMessage(header, body []byte) (msg *ipc.Message, typ ipc.MessageType, b
 			msg, err = nil, fmt.Errorf("data_header is not an IPC message (%v)", r)
 		}
 	}()
-	if len(header) < 8 {
-		return nil, 0, 0, fmt.Errorf("data_header is not an IPC message (%d bytes)", len(header))
-	}
-	if err := checkMessage(header); err != nil {
+	if _, err := ipcguard.CheckMessage(header); err != nil {
 		return nil, 0, 0, fmt.Errorf("data_header is not a valid IPC message: %w", err)
 	}
 	if body == nil {

@@ -15,9 +15,13 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/loaderproject/loader/internal/corpus"
+	"github.com/loaderproject/loader/internal/ipcguard"
 )
 
-const corpusDir = "../../shared/corpus/arrow-testing/data/arrow-ipc-stream"
+// corpusStreamDir is where the corpus keeps IPC streams.
+const corpusStreamDir = "arrow-testing/data/arrow-ipc-stream"
 
 // splitIPC cuts an IPC stream into its messages' (metadata, body) pairs, as a Flight client would
 // put them in FlightData.data_header and data_body. It stops at the end-of-stream marker or at the
@@ -53,8 +57,14 @@ func splitIPC(data []byte) (msgs [][2][]byte) {
 // skips when the corpus is absent.
 func corpusStreams(tb testing.TB) []string {
 	tb.Helper()
+	return streamsIn(tb, corpus.Dir(tb, corpusStreamDir))
+}
+
+// streamsIn returns the IPC stream files below dir.
+func streamsIn(tb testing.TB, dir string) []string {
+	tb.Helper()
 	var files []string
-	err := filepath.WalkDir(corpusDir, func(p string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -66,9 +76,6 @@ func corpusStreams(tb testing.TB) []string {
 		}
 		return nil
 	})
-	if errors.Is(err, os.ErrNotExist) {
-		tb.Skipf("corpus %s is absent", corpusDir)
-	}
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -232,9 +239,14 @@ func FuzzDecoder(f *testing.F) {
 		f.Add(schemaFrame.DataHeader, data.DataHeader, data.DataBody)
 	}
 	rec.Release()
+	// The corpus streams as seeds when the corpus is there (corpus.Dir would skip the whole target).
+	root := os.Getenv(corpus.EnvRoot)
+	if root == "" {
+		root = filepath.Join("..", "..", "shared", "corpus")
+	}
 	var files []string
-	if _, err := os.Stat(corpusDir); err == nil {
-		files = corpusStreams(f)
+	if dir := filepath.Join(root, filepath.FromSlash(corpusStreamDir)); dirExists(dir) {
+		files = streamsIn(f, dir)
 	}
 	for _, p := range files {
 		data, _ := os.ReadFile(p)
@@ -248,7 +260,8 @@ func FuzzDecoder(f *testing.F) {
 }
 
 // TestCheckMessageRegression: the fuzzer's schema that claimed billions of fields is refused by
-// the pre-check, for every path that decodes client IPC (DoPut frames and Flight SQL).
+// the pre-check (internal/ipcguard, which tests it in depth), on every path that decodes client
+// IPC: DoPut frames and Flight SQL.
 func TestCheckMessageRegression(t *testing.T) {
 	data, err := os.ReadFile("testdata/fuzz/FuzzDecoder/cf53d021f1340d99")
 	if err != nil {
@@ -267,13 +280,18 @@ func TestCheckMessageRegression(t *testing.T) {
 			break
 		}
 	}
-	if err := checkMessage(schemaHeader); err == nil {
-		t.Error("checkMessage accepted the schema that made arrow-go allocate without bound")
+	if _, err := newDecoder(schemaHeader, memory.DefaultAllocator); !errors.Is(err, ipcguard.ErrMalformed) {
+		t.Errorf("newDecoder(the schema that made arrow-go allocate without bound) = %v; want ipcguard.ErrMalformed", err)
 	}
 	rs := &replayStream{first: &flight.FlightData{DataHeader: schemaHeader}}
 	if _, err := rs.Recv(); err == nil || !strings.Contains(err.Error(), "not a valid IPC message") {
 		t.Errorf("Flight SQL screen = %v; want it refused", err)
 	}
+}
+
+func dirExists(dir string) bool {
+	_, err := os.Stat(dir)
+	return err == nil
 }
 
 // isErr reports whether a recovered panic value is (or wraps) target.
