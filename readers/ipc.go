@@ -45,7 +45,7 @@ func openIPCFile(ctx context.Context, f File, cfg *config) (src Source, err erro
 		}
 	}()
 	s := &ipcFileSource{f: f, cfg: cfg, fh: fh}
-	s.mem = &limitAllocator{Allocator: cfg.mem, limit: cfg.allocLimit(f.Size)}
+	s.mem = limitAllocator(cfg, f.Size)
 	var batchRows []int64
 	err = guard(func() error {
 		var err error
@@ -168,7 +168,7 @@ type ipcStreamSource struct {
 
 func openIPCStream(ctx context.Context, f File, cfg *config) (Source, error) {
 	s := &ipcStreamSource{f: f, cfg: cfg}
-	s.mem = &limitAllocator{Allocator: cfg.mem, limit: cfg.allocLimit(f.Size)}
+	s.mem = limitAllocator(cfg, f.Size)
 	fh, err := os.Open(f.Path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
