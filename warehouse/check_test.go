@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -50,7 +51,7 @@ func retypeData(d arrow.ArrayData, dt arrow.DataType) arrow.ArrayData {
 	return out
 }
 
-func TestCheckBatch(t *testing.T) {
+func TestChecker(t *testing.T) {
 	tests := []struct {
 		name    string
 		cols    string
@@ -118,16 +119,16 @@ func TestCheckBatch(t *testing.T) {
 			if serr := zerobus.ValidateSchema(schema, rec.Schema()); serr != nil {
 				t.Fatalf("test batch does not pass ValidateSchema: %v", serr)
 			}
-			err := warehouse.CheckBatch(schema, rec)
+			err := warehouse.NewChecker(schema).Check(rec)
 			if tt.wantCol == "" {
 				if err != nil {
-					t.Fatalf("CheckBatch() = %v; want nil", err)
+					t.Fatalf("Check() = %v; want nil", err)
 				}
 				return
 			}
 			checkBadValue(t, err, tt.wantCol, tt.wantRow, tt.wantMsg, tt.secret)
 			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
-				t.Errorf("CheckBatch() = %v; want it to wrap %v", err, tt.wantErr)
+				t.Errorf("Check() = %v; want it to wrap %v", err, tt.wantErr)
 			}
 
 			// Writer.Write refuses the batch the same way, writes nothing and stays usable.
@@ -215,4 +216,32 @@ func TestWriteSchemaErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckersAreIndependent: checkers of different schemas, used at once, each check against their
+// own (nothing is shared between them).
+func TestCheckersAreIndependent(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	narrow, wide := mustColumns(t, "v DECIMAL(3,0)"), mustColumns(t, "v DECIMAL(6,0)")
+	rec := recordFromJSON(t, mem, wide.Arrow(), `[{"v": "1000"}]`)
+	defer rec.Release()
+	checkers := []struct {
+		c    *warehouse.Checker
+		fits bool
+	}{{warehouse.NewChecker(narrow), false}, {warehouse.NewChecker(wide), true}}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		ck := checkers[i%2]
+		wg.Go(func() {
+			for range 50 {
+				err := ck.c.Check(rec)
+				if fits := err == nil; fits != ck.fits || (err != nil && !errors.Is(err, tableschema.ErrDecimalOverflow)) {
+					t.Errorf("Check(1000) = %v; want fits %t", err, ck.fits)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
