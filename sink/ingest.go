@@ -58,12 +58,12 @@ type putStream struct {
 	budget  *semaphore.Weighted
 
 	// The receiving goroutine's state.
-	schemaHeader []byte              // the schema frame's IPC message, stored with every frame
-	dec          *decoder            // decodes data frames against that schema
+	schemaHeader []byte             // the schema frame's IPC message, stored with every frame
+	dec          *decoder           // decodes data frames against that schema
 	check        *warehouse.Checker // checks frames against the table's schema
 	gen          uint64             // that schema's generation (tableState.currentSchema)
-	expected     int64               // next offset_id
-	records      int64               // rows received so far, cumulative as acks report them
+	expected     int64              // next offset_id
+	records      int64              // rows received so far, cumulative as acks report them
 }
 
 func invalidf(format string, args ...any) error {
