@@ -39,10 +39,10 @@ type DecimalError struct {
 }
 
 func (e *DecimalError) Error() string {
-	switch e.Err {
-	case ErrDecimalRounding:
+	switch {
+	case errors.Is(e.Err, ErrDecimalRounding):
 		return fmt.Sprintf("more than %d fractional digits for DECIMAL(%d,%d) (values are not rounded)", e.Scale, e.Precision, e.Scale)
-	case ErrDecimalOverflow:
+	case errors.Is(e.Err, ErrDecimalOverflow):
 		return fmt.Sprintf("too many integer digits for DECIMAL(%d,%d), which holds %d", e.Precision, e.Scale, e.Precision-e.Scale)
 	}
 	return e.Err.Error()

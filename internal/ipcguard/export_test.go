@@ -23,7 +23,7 @@ func VectorLenAt(b []byte, path ...string) (int, error) {
 		if k == len(path)-1 {
 			at, err := t.field(slot)
 			if err != nil || at == 0 {
-				return 0, fmt.Errorf("no vector in slot %d (%v)", slot, err)
+				return 0, fmt.Errorf("no vector in slot %d (%w)", slot, err)
 			}
 			rel, err := t.f.u32(at)
 			return at + rel, err
@@ -31,7 +31,7 @@ func VectorLenAt(b []byte, path ...string) (int, error) {
 		if !indexed {
 			c, ok, err := t.child(slot)
 			if err != nil || !ok {
-				return 0, fmt.Errorf("no table in slot %d (%v)", slot, err)
+				return 0, fmt.Errorf("no table in slot %d (%w)", slot, err)
 			}
 			t = c
 			continue
@@ -50,7 +50,7 @@ func VectorLenAt(b []byte, path ...string) (int, error) {
 			return nil
 		})
 		if err != nil || !found {
-			return 0, fmt.Errorf("no table %d in slot %d (%v)", i, slot, err)
+			return 0, fmt.Errorf("no table %d in slot %d (%w)", i, slot, err)
 		}
 	}
 	return 0, fmt.Errorf("empty path")

@@ -164,7 +164,7 @@ func sharedFields(depth int) []byte {
 // nestedSchema is a schema message of a struct field nested depth deep.
 func nestedSchema(t testing.TB, depth int) []byte {
 	t.Helper()
-	typ := arrow.DataType(arrow.PrimitiveTypes.Int32)
+	typ := arrow.PrimitiveTypes.Int32
 	for range depth {
 		typ = arrow.StructOf(arrow.Field{Name: "s", Type: typ, Nullable: true})
 	}
