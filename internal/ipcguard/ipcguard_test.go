@@ -77,20 +77,16 @@ func richData(t testing.TB, file bool) []byte {
 	}
 	defer rec.Release()
 	var buf bytes.Buffer
-	if file {
-		w, err := ipc.NewFileWriter(&buf, ipc.WithSchema(rec.Schema()), ipc.WithAllocator(mem))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Write(rec); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return buf.Bytes()
+	opts := []ipc.Option{ipc.WithSchema(rec.Schema()), ipc.WithAllocator(mem)}
+	var w interface {
+		Write(arrow.RecordBatch) error
+		Close() error
 	}
-	w := ipc.NewWriter(&buf, ipc.WithSchema(rec.Schema()), ipc.WithAllocator(mem))
+	if !file {
+		w = ipc.NewWriter(&buf, opts...)
+	} else if w, err = ipc.NewFileWriter(&buf, opts...); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Write(rec); err != nil {
 		t.Fatal(err)
 	}
