@@ -245,31 +245,46 @@ func (d *decimalText) appendText(dst []byte) []byte {
 // decimal128 returns d's unscaled integer at its scale; parse admitted at most precision <= 38
 // digits, so it fits.
 func (d *decimalText) decimal128() decimal128.Num {
-	var hi, lo uint64
-	for _, run := range [2]string{d.a, d.b} {
-		for len(run) > 0 {
-			n := min(len(run), 19)
-			var chunk uint64
-			for _, c := range []byte(run[:n]) {
-				chunk = chunk*10 + uint64(c-'0')
-			}
-			mulAdd(&hi, &lo, pow10u64[n], chunk)
-			run = run[n:]
-		}
+	n := d.len()
+	if n == 0 {
+		return decimal128.Num{}
 	}
-	if d.len() > 0 {
-		// zeros after the digits: those of the integer part, then the fraction's up to the scale
-		for pad := d.scale + d.point - d.len(); pad > 0; {
-			n := min(pad, 19)
-			mulAdd(&hi, &lo, pow10u64[n], 0)
-			pad -= n
+	pad := d.scale + d.point - n // zeros after the digits: the integer part's, then the fraction's
+	var num decimal128.Num
+	if n+pad <= 19 { // fits 64 bits, as every DECIMAL(18) does
+		v := (digitsU64(d.a)*pow10u64[len(d.b)] + digitsU64(d.b)) * pow10u64[pad]
+		num = decimal128.FromU64(v)
+	} else {
+		var hi, lo uint64
+		addDigits(&hi, &lo, d.a)
+		addDigits(&hi, &lo, d.b)
+		for ; pad > 0; pad -= min(pad, 19) {
+			mulAdd(&hi, &lo, pow10u64[min(pad, 19)], 0)
 		}
+		num = decimal128.New(int64(hi), lo)
 	}
-	num := decimal128.New(int64(hi), lo)
 	if d.neg {
 		num = num.Negate()
 	}
 	return num
+}
+
+// digitsU64 returns the value of at most 19 decimal digits.
+func digitsU64(s string) uint64 {
+	var v uint64
+	for i := 0; i < len(s); i++ {
+		v = v*10 + uint64(s[i]-'0')
+	}
+	return v
+}
+
+// addDigits sets (hi,lo) = (hi,lo)*10^len(run) + run, 19 digits at a time.
+func addDigits(hi, lo *uint64, run string) {
+	for len(run) > 0 {
+		n := min(len(run), 19)
+		mulAdd(hi, lo, pow10u64[n], digitsU64(run[:n]))
+		run = run[n:]
+	}
 }
 
 var pow10u64 = func() [20]uint64 {
