@@ -17,8 +17,8 @@ all: check build
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/loader
 
-## check: what a reviewer runs before merging
-check: fmt-check vet test
+## check: what a reviewer runs before merging (lint includes fmt-check)
+check: fmt-check vet lint test
 
 ## test: the full test suite with the race detector (what CI runs)
 test:

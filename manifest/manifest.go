@@ -11,11 +11,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/loaderproject/loader/internal/fsutil"
 )
 
 // ErrLocked means another process holds the manifest.
@@ -121,21 +122,15 @@ func sanitize(s string, limit int) string {
 // ErrLocked when another process (or another Open in this process) holds the manifest, and with an
 // error wrapping ErrCorrupt when the file is not a manifest.
 func Open(path string) (*Manifest, error) {
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("manifest %s: %w", path, err)
-		}
+	if err := fsutil.MkdirAllSync(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", path, err)
 	}
-	lock, err := os.OpenFile(path+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := fsutil.Lock(path + ".lock")
+	if errors.Is(err, fsutil.ErrLocked) {
+		return nil, fmt.Errorf("manifest %s: %w", path, ErrLocked)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("manifest %s: lock: %w", path, err)
-	}
-	if err := lockFile(lock); err != nil {
-		lock.Close()
-		if errors.Is(err, ErrLocked) {
-			return nil, fmt.Errorf("manifest %s: %w", path, ErrLocked)
-		}
-		return nil, fmt.Errorf("manifest %s: lock: %w", path, err)
+		return nil, fmt.Errorf("manifest %s: %w", path, err)
 	}
 	m := &Manifest{path: path, lock: lock, files: make(map[FileID]*fileState)}
 	if err := m.load(); err != nil {
@@ -168,8 +163,8 @@ func (m *Manifest) load() error {
 		if err := truncateToHeader(f); err != nil {
 			return fmt.Errorf("manifest %s: write header: %w", m.path, err)
 		}
-		if err := syncDir(m.path); err != nil {
-			return err
+		if err := fsutil.SyncDir(filepath.Dir(m.path)); err != nil {
+			return fmt.Errorf("manifest %s: %w", m.path, err)
 		}
 		good = int64(len(headerLine()))
 	} else if good < int64(len(data)) {
@@ -414,9 +409,9 @@ func (m *Manifest) compact() error {
 		f.Close()
 		return fmt.Errorf("manifest %s: compact: %w", m.path, err)
 	}
-	if err := syncDir(m.path); err != nil {
+	if err := fsutil.SyncDir(filepath.Dir(m.path)); err != nil {
 		f.Close()
-		return err
+		return fmt.Errorf("manifest %s: compact: %w", m.path, err)
 	}
 	m.f.Close()
 	m.f = f
@@ -707,21 +702,4 @@ func (m *Manifest) Close() error {
 	}
 	m.lock.Close() // releases the lock
 	return err
-}
-
-// syncDir fsyncs the directory holding path, so a created or renamed file survives a crash. Windows
-// cannot sync a directory and is skipped.
-func syncDir(path string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return fmt.Errorf("manifest %s: open directory: %w", path, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("manifest %s: fsync directory: %w", path, err)
-	}
-	return nil
 }

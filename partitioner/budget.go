@@ -1,26 +1,24 @@
 package partitioner
 
 import (
-	"container/list"
 	"context"
 	"fmt"
 	"sync"
+
+	"golang.org/x/sync/semaphore"
 )
 
 // Budget bounds the bytes in flight. It is safe for concurrent use.
 //
 // Waiters are served in arrival order: a request that does not fit blocks the ones behind it, so a
-// large frame is never starved by small ones.
+// large frame is never starved by small ones. It is a semaphore.Weighted (which is first come,
+// first served) that also admits requests larger than itself.
 type Budget struct {
-	mu      sync.Mutex
-	max     int64
-	used    int64
-	waiters list.List // of *budgetWaiter
-}
+	sem *semaphore.Weighted
+	max int64
 
-type budgetWaiter struct {
-	n     int64
-	ready chan struct{} // closed when the bytes were granted
+	mu   sync.Mutex
+	used int64 // bytes held, as requested; the semaphore holds min(used, max)
 }
 
 // NewBudget returns a budget of max bytes. A max below 1 is raised to 1, which admits one request at
@@ -29,17 +27,14 @@ func NewBudget(max int64) *Budget {
 	if max < 1 {
 		max = 1
 	}
-	return &Budget{max: max}
+	return &Budget{sem: semaphore.NewWeighted(max), max: max}
 }
 
 // Max returns the budget's size in bytes.
 func (b *Budget) Max() int64 { return b.max }
 
-// fits reports whether n more bytes may be granted now. Callers hold b.mu.
-func (b *Budget) fits(n int64) bool { return b.used == 0 || b.used+n <= b.max }
-
 // Acquire waits until n bytes fit, or ctx ends. A request larger than the whole budget is admitted
-// when nothing else is in flight, so it cannot deadlock.
+// when nothing else is in flight, so it cannot deadlock, and holds the whole budget until released.
 //
 // An Acquire on a context that is already done fails at once with its error, even when the bytes would
 // fit. When it returns an error nothing was acquired. A negative n is an error.
@@ -50,36 +45,14 @@ func (b *Budget) Acquire(ctx context.Context, n int64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// The semaphore waits forever for more than its size: an oversize request takes all of it.
+	if err := b.sem.Acquire(ctx, min(n, b.max)); err != nil {
+		return err
+	}
 	b.mu.Lock()
-	if b.waiters.Len() == 0 && b.fits(n) {
-		b.used += n
-		b.mu.Unlock()
-		return nil
-	}
-	w := &budgetWaiter{n: n, ready: make(chan struct{})}
-	elem := b.waiters.PushBack(w)
+	b.used += n
 	b.mu.Unlock()
-
-	select {
-	case <-w.ready:
-		return nil
-	case <-ctx.Done():
-		b.mu.Lock()
-		select {
-		case <-w.ready:
-			// Granted while we were being cancelled: give the bytes back.
-			b.used -= n
-			b.grantLocked()
-		default:
-			front := b.waiters.Front() == elem
-			b.waiters.Remove(elem)
-			if front {
-				b.grantLocked() // the ones behind us may fit now
-			}
-		}
-		b.mu.Unlock()
-		return ctx.Err()
-	}
+	return nil
 }
 
 // Release returns n bytes. Releasing more than is held is a programming error and panics.
@@ -88,28 +61,19 @@ func (b *Budget) Release(n int64) {
 		panic(fmt.Sprintf("partitioner: Budget.Release(%d): negative", n))
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if n > b.used {
-		panic(fmt.Sprintf("partitioner: Budget.Release(%d) with only %d bytes held", n, b.used))
+		used := b.used
+		b.mu.Unlock()
+		panic(fmt.Sprintf("partitioner: Budget.Release(%d) with only %d bytes held", n, used))
 	}
+	before := b.used
 	b.used -= n
-	b.grantLocked()
-}
-
-// grantLocked grants waiting requests in order while they fit.
-func (b *Budget) grantLocked() {
-	for {
-		e := b.waiters.Front()
-		if e == nil {
-			return
-		}
-		w := e.Value.(*budgetWaiter)
-		if !b.fits(w.n) {
-			return
-		}
-		b.used += w.n
-		b.waiters.Remove(e)
-		close(w.ready)
+	// What the semaphore holds goes from min(before, max) to min(used, max): n, unless an oversize
+	// request is (partly) being released.
+	give := min(before, b.max) - min(b.used, b.max)
+	b.mu.Unlock()
+	if give > 0 {
+		b.sem.Release(give)
 	}
 }
 
@@ -118,12 +82,4 @@ func (b *Budget) InUse() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used
-}
-
-// Waiting returns the number of Acquire calls currently blocked (for progress reports: a non-zero
-// value means the producers are throttled by the target).
-func (b *Budget) Waiting() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.waiters.Len()
 }

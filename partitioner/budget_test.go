@@ -39,9 +39,6 @@ func TestBudgetBlocksUntilRelease(t *testing.T) {
 		if _, ok := finished(done); ok {
 			t.Fatal("Acquire(50) with 60 of 100 held returned; want it to wait")
 		}
-		if got := b.Waiting(); got != 1 {
-			t.Errorf("Waiting() = %d; want 1", got)
-		}
 		b.Release(60)
 		synctest.Wait()
 		err, ok := finished(done)
@@ -126,8 +123,11 @@ func TestBudgetCancelWhileWaiting(t *testing.T) {
 		if got, want := b.InUse(), int64(100); got != want {
 			t.Errorf("InUse() = %d; want %d", got, want)
 		}
-		if got := b.Waiting(); got != 0 {
-			t.Errorf("Waiting() = %d; want 0", got)
+		// Nothing is left waiting: a request of 0 bytes is not queued behind anyone.
+		zero := acquireAsync(t.Context(), b, 0)
+		synctest.Wait()
+		if err, ok := finished(zero); !ok || err != nil {
+			t.Errorf("Acquire(0) on a full budget nobody waits for = %v, %t; want nil, true", err, ok)
 		}
 	})
 }
@@ -137,11 +137,12 @@ func TestBudgetExactInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const budget, each, workers = 1000, 100, 25
 		b := partitioner.NewBudget(budget)
-		var holding atomic.Int64
+		var started, holding atomic.Int64
 		release := make(chan struct{})
 		var wg sync.WaitGroup
 		for range workers {
 			wg.Go(func() {
+				started.Add(1)
 				if err := b.Acquire(t.Context(), each); err != nil {
 					t.Error(err)
 					return
@@ -159,8 +160,8 @@ func TestBudgetExactInFlight(t *testing.T) {
 		if got, want := b.InUse(), int64(budget); got != want {
 			t.Errorf("InUse() = %d; want %d", got, want)
 		}
-		if got, want := b.Waiting(), workers-budget/each; got != want {
-			t.Errorf("Waiting() = %d; want %d", got, want)
+		if got, want := started.Load()-holding.Load(), int64(workers-budget/each); got != want {
+			t.Errorf("%d acquirers waiting; want %d", got, want)
 		}
 		close(release)
 		wg.Wait()
@@ -184,5 +185,56 @@ func TestBudgetNegativeAcquire(t *testing.T) {
 	b := partitioner.NewBudget(10)
 	if err := b.Acquire(context.Background(), -1); err == nil {
 		t.Error("Acquire(-1) = nil; want an error")
+	}
+}
+
+// TestBudgetOversizeReleasedInParts: an oversize request holds the whole budget until the bytes in
+// flight are back under it, however they are released.
+func TestBudgetOversizeReleasedInParts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := partitioner.NewBudget(100)
+		if err := b.Acquire(t.Context(), 250); err != nil {
+			t.Fatal(err)
+		}
+		small := acquireAsync(t.Context(), b, 10)
+		b.Release(100) // 150 of 100 still held
+		synctest.Wait()
+		if _, ok := finished(small); ok {
+			t.Fatal("Acquire(10) with 150 of 100 held returned; want it to wait")
+		}
+		b.Release(60) // 90 held: 10 more fit
+		synctest.Wait()
+		if err, ok := finished(small); !ok || err != nil {
+			t.Fatalf("Acquire(10) with 90 of 100 held = %v, %t; want nil, true", err, ok)
+		}
+		more := acquireAsync(t.Context(), b, 1)
+		synctest.Wait()
+		if _, ok := finished(more); ok {
+			t.Fatal("Acquire(1) with 100 of 100 held returned; want it to wait")
+		}
+		b.Release(90)
+		b.Release(10)
+		synctest.Wait()
+		if err, ok := finished(more); !ok || err != nil {
+			t.Fatalf("Acquire(1) on an empty budget = %v, %t; want nil, true", err, ok)
+		}
+		b.Release(1)
+		if got := b.InUse(); got != 0 {
+			t.Errorf("InUse() = %d at the end; want 0", got)
+		}
+		// Everything came back: the whole budget can be taken again.
+		whole := acquireAsync(t.Context(), b, 100)
+		synctest.Wait()
+		if err, ok := finished(whole); !ok || err != nil {
+			t.Fatalf("Acquire(100) on an empty budget = %v, %t; want nil, true", err, ok)
+		}
+	})
+}
+
+func TestBudgetMax(t *testing.T) {
+	for _, tt := range []struct{ max, want int64 }{{100, 100}, {1, 1}, {0, 1}, {-5, 1}} {
+		if got := partitioner.NewBudget(tt.max).Max(); got != tt.want {
+			t.Errorf("NewBudget(%d).Max() = %d; want %d", tt.max, got, tt.want)
+		}
 	}
 }

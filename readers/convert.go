@@ -14,7 +14,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
-	"github.com/loaderproject/loader/schemamatch"
 	"github.com/loaderproject/loader/tableschema"
 )
 
@@ -224,9 +223,11 @@ func (c *decConv) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNullNonText(b); c.isNull {
 		return ""
 	}
-	var reason string
-	c.v, reason = schemamatch.NormalizeDecimal(c.v[:0], unsafeString(b), c.prec, c.scale)
-	return reason
+	var err error
+	if c.v, err = tableschema.AppendDecimal(c.v[:0], unsafeString(b), c.prec, c.scale, tableschema.DecimalLoose); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 func (c *decConv) commit() {
 	if c.isNull {

@@ -10,35 +10,17 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/arrow/util"
+
+	"github.com/loaderproject/loader/internal/memlimit"
 )
 
-// errTooLarge is the panic value of limitAllocator.
-type errTooLarge struct{ size, limit int64 }
-
-func (e errTooLarge) Error() string {
-	return fmt.Sprintf("a buffer of %d bytes was requested, over the %d-byte limit for this file (corrupt length?)", e.size, e.limit)
-}
-
-// limitAllocator refuses single allocations over limit by panicking with errTooLarge; decoders run
-// under guard, which turns the panic into an ErrCorrupt error. It keeps a corrupt length from
-// asking the Go runtime for terabytes, which is a fatal error rather than a panic.
-type limitAllocator struct {
-	memory.Allocator
-	limit int64
-}
-
-func (a *limitAllocator) Allocate(size int) []byte {
-	if int64(size) > a.limit || size < 0 {
-		panic(errTooLarge{int64(size), a.limit})
-	}
-	return a.Allocator.Allocate(size)
-}
-
-func (a *limitAllocator) Reallocate(size int, b []byte) []byte {
-	if int64(size) > a.limit || size < 0 {
-		panic(errTooLarge{int64(size), a.limit})
-	}
-	return a.Allocator.Reallocate(size, b)
+// limitAllocator returns the allocator a source of a file of fileSize bytes decodes with: it
+// refuses, by panicking with a *memlimit.Error that guard turns into an ErrCorrupt error, any one
+// allocation over cfg.allocLimit, so a corrupt length cannot ask the Go runtime for terabytes (a
+// fatal error rather than a panic). It bounds single allocations, not the bytes held: see the
+// memlimit package for why.
+func limitAllocator(cfg *config, fileSize int64) memory.Allocator {
+	return memlimit.New(cfg.mem, cfg.allocLimit(fileSize), memlimit.PerAllocation)
 }
 
 // guard runs a decoder step, turning a panic into an error wrapping ErrCorrupt. The stack is not
@@ -46,7 +28,7 @@ func (a *limitAllocator) Reallocate(size int, b []byte) []byte {
 func guard(fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			if e, ok := r.(errTooLarge); ok {
+			if e, ok := memlimit.Recovered(r); ok {
 				err = fmt.Errorf("%w: %w", ErrCorrupt, e)
 				return
 			}

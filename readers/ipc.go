@@ -11,6 +11,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/loaderproject/loader/internal/ipcguard"
 )
 
 // ipcOptions bounds what a corrupt file can make the IPC reader allocate: no message body or
@@ -43,11 +45,11 @@ func openIPCFile(ctx context.Context, f File, cfg *config) (src Source, err erro
 		}
 	}()
 	s := &ipcFileSource{f: f, cfg: cfg, fh: fh}
-	s.mem = &limitAllocator{Allocator: cfg.mem, limit: cfg.allocLimit(f.Size)}
+	s.mem = limitAllocator(cfg, f.Size)
 	var batchRows []int64
 	err = guard(func() error {
 		var err error
-		if batchRows, err = precheckFile(fh, f.Size, 0, -1); err != nil {
+		if batchRows, err = ipcguard.CheckFile(fh, f.Size, 0, -1); err != nil {
 			return err
 		}
 		r, err := ipc.NewFileReader(io.NewSectionReader(fh, 0, f.Size), ipcOptions(s.mem, f.Size)...)
@@ -124,7 +126,7 @@ func (s *ipcFileSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 	err := st.run(ctx, func() error {
 		// Open checked every message; the reader built here reads the footer and dictionaries
 		// again, and this unit's batches, so those are checked again (not the whole file per unit).
-		if _, err := precheckFile(s.fh, s.f.Size, first, end); err != nil {
+		if _, err := ipcguard.CheckFile(s.fh, s.f.Size, first, end); err != nil {
 			return err
 		}
 		var err error
@@ -171,14 +173,14 @@ type ipcStreamSource struct {
 
 func openIPCStream(ctx context.Context, f File, cfg *config) (Source, error) {
 	s := &ipcStreamSource{f: f, cfg: cfg}
-	s.mem = &limitAllocator{Allocator: cfg.mem, limit: cfg.allocLimit(f.Size)}
+	s.mem = limitAllocator(cfg, f.Size)
 	fh, err := os.Open(f.Path)
 	if err != nil {
 		return nil, err
 	}
 	defer fh.Close()
 	err = guard(func() error {
-		if err := precheckStream(fh, f.Size); err != nil {
+		if err := ipcguard.CheckStream(fh, f.Size); err != nil {
 			return err
 		}
 		r, err := newStreamReader(fh, s.mem, f.Size)
@@ -232,7 +234,7 @@ func (s *ipcStreamSource) readUnit(ctx context.Context, unit int, fn func(arrow.
 		fh.Close()
 	})
 	err = st.run(ctx, func() error {
-		if err := precheckStream(fh, s.f.Size); err != nil {
+		if err := ipcguard.CheckStream(fh, s.f.Size); err != nil {
 			return err
 		}
 		var err error

@@ -66,7 +66,7 @@ func openParquet(ctx context.Context, f File, cfg *config) (src Source, err erro
 		return nil, ErrEncrypted
 	}
 	s := &parquetSource{f: f, cfg: cfg, fh: fh}
-	s.mem = &limitAllocator{Allocator: cfg.mem, limit: cfg.allocLimit(f.Size)}
+	s.mem = limitAllocator(cfg, f.Size)
 	err = guard(func() error {
 		rdr, err := file.NewParquetReader(io.NewSectionReader(fh, 0, f.Size), file.WithReadProps(readerProps()))
 		if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"go.uber.org/goleak"
 
+	"github.com/loaderproject/loader/internal/memlimit"
 	"github.com/loaderproject/loader/readers"
 	"github.com/loaderproject/loader/tableschema"
 )
@@ -577,16 +578,34 @@ func TestGuardedAllocation(t *testing.T) {
 	dir := t.TempDir()
 	rec := testRecord(t, memory.NewGoAllocator(), 0, 5000)
 	defer rec.Release()
-	path := filepath.Join(dir, "a.arrows")
-	writeIPC(t, path, []arrow.RecordBatch{rec}, true)
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	src, err := readers.Open(context.Background(), readers.File{Path: path}, readers.WithAllocator(mem), readers.WithMaxAllocation(1024))
-	if err == nil {
-		err = src.ReadUnit(context.Background(), 0, func(arrow.RecordBatch) error { return nil })
-		src.Close()
-	}
-	if !errors.Is(err, readers.ErrCorrupt) || !strings.Contains(err.Error(), "over the 1024-byte limit") {
-		t.Errorf("read with a 1 KiB cap = %v; want ErrCorrupt naming the limit", err)
+	for _, tt := range []struct {
+		name  string
+		write func(path string)
+		typed bool // the error wraps the *memlimit.Error
+	}{
+		{"a.parquet", func(p string) { writeParquet(t, p, []arrow.RecordBatch{rec}, 1000) }, true},
+		{"a.arrow", func(p string) { writeIPC(t, p, []arrow.RecordBatch{rec}, false) }, true},
+		// arrow-go v18.8.0's stream message reader recovers the refusal itself and keeps only its
+		// text (%v), so the error names the limit but does not wrap it.
+		{"a.arrows", func(p string) { writeIPC(t, p, []arrow.RecordBatch{rec}, true) }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, tt.name)
+			tt.write(path)
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			src, err := readers.Open(context.Background(), readers.File{Path: path}, readers.WithAllocator(mem), readers.WithMaxAllocation(1024))
+			if err == nil {
+				err = src.ReadUnit(context.Background(), 0, func(arrow.RecordBatch) error { return nil })
+				src.Close()
+			}
+			if !errors.Is(err, readers.ErrCorrupt) || !strings.Contains(err.Error(), "over the 1024-byte limit") {
+				t.Fatalf("read with a 1 KiB cap = %v; want ErrCorrupt naming the limit", err)
+			}
+			var lim *memlimit.Error
+			if tt.typed && (!errors.As(err, &lim) || lim.Limit != 1024 || lim.Mode != memlimit.PerAllocation) {
+				t.Errorf("read with a 1 KiB cap = %v; want it to wrap the 1024-byte *memlimit.Error", err)
+			}
+		})
 	}
 }
 

@@ -8,8 +8,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/loaderproject/loader/schemamatch"
 )
 
 // BenchmarkApply measures the common casts per batch size: utf8 -> large_utf8 (offsets only),
@@ -79,30 +77,7 @@ func BenchmarkApply(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/rows=%d", c.name, n), func(b *testing.B) {
 				arr := c.build(n)
 				defer arr.Release()
-				src := arrow.NewSchema([]arrow.Field{{Name: "c", Type: c.src, Nullable: true}}, nil)
-				rec := array.NewRecordBatch(src, []arrow.Array{arr}, int64(n))
-				defer rec.Release()
-				plan, err := schemamatch.NewPlan(src, mustTable(b, "c "+c.table), schemamatch.WithAllocator(mem))
-				if err != nil {
-					b.Fatal(err)
-				}
-				var inBytes int64
-				for _, buf := range arr.Data().Buffers() {
-					if buf != nil {
-						inBytes += int64(buf.Len())
-					}
-				}
-				b.SetBytes(inBytes)
-				b.ReportAllocs()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					out, err := plan.Apply(rec)
-					if err != nil {
-						b.Fatal(err)
-					}
-					out.Release()
-				}
-				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+				benchApply(b, mem, c.src, c.table, arr)
 			})
 		}
 	}

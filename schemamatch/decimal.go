@@ -8,6 +8,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/loaderproject/loader/tableschema"
 )
 
 // appendDecimalDigits lays out a non-negative magnitude (decimal digits without leading zeros, or
@@ -172,6 +174,14 @@ func (c *applyCtx) intDecimalText(n *node, in arrow.Array) arrow.Array {
 	ln := in.Len()
 	b.Reserve(ln)
 	b.ReserveData(ln * int(12+n.dstScale))
+	u, unsigned := in.(*array.Uint64)
+	var signed []int64
+	if !unsigned { // widened once, not switched on per value
+		vals, raw := alloc(c.mem, ln, 8)
+		defer vals.Release()
+		signed = arrow.Int64Traits.CastFromBytes(raw)
+		widenInto(in, signed)
+	}
 	var buf, scratch []byte
 	for i := 0; i < ln; i++ {
 		if in.IsNull(i) {
@@ -180,35 +190,15 @@ func (c *applyCtx) intDecimalText(n *node, in arrow.Array) arrow.Array {
 		}
 		var neg bool
 		var mag uint64
-		if a, ok := in.(*array.Uint64); ok {
-			mag = a.Value(i)
+		if unsigned {
+			mag = u.Value(i)
 		} else {
-			neg, mag = magnitude64(intValue(in, i))
+			neg, mag = magnitude64(signed[i])
 		}
 		buf, scratch, _ = appendUnscaled(buf[:0], scratch, neg, 0, mag, n.dstScale, n.dstScale, 1000)
 		b.BinaryBuilder.Append(buf)
 	}
 	return b.NewArray()
-}
-
-func intValue(in arrow.Array, i int) int64 {
-	switch a := in.(type) {
-	case *array.Int8:
-		return int64(a.Value(i))
-	case *array.Int16:
-		return int64(a.Value(i))
-	case *array.Int32:
-		return int64(a.Value(i))
-	case *array.Int64:
-		return a.Value(i)
-	case *array.Uint8:
-		return int64(a.Value(i))
-	case *array.Uint16:
-		return int64(a.Value(i))
-	case *array.Uint32:
-		return int64(a.Value(i))
-	}
-	panic(fmt.Sprintf("schemamatch: %s is not an integer", in.DataType()))
 }
 
 func (c *applyCtx) textDecimal(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
@@ -233,10 +223,9 @@ func (c *applyCtx) textDecimal(n *node, in arrow.Array, reach []int) (arrow.Arra
 		default:
 			return nil, fmt.Errorf("schemamatch: %s is not text", in.DataType())
 		}
-		var reason string
-		buf, reason = NormalizeDecimal(buf[:0], s, int(n.dstPrec), int(n.dstScale))
-		if reason != "" {
-			if err := c.fail(n, in, reach, i, reason); err != nil {
+		var err error
+		if buf, err = tableschema.AppendDecimal(buf[:0], s, int(n.dstPrec), int(n.dstScale), tableschema.DecimalLoose); err != nil {
+			if err := c.fail(n, in, reach, i, err.Error()); err != nil {
 				return nil, err
 			}
 			b.AppendNull()
@@ -245,135 +234,4 @@ func (c *applyCtx) textDecimal(n *node, in arrow.Array, reach []int) (arrow.Arra
 		b.BinaryBuilder.Append(buf)
 	}
 	return b.NewArray(), nil
-}
-
-// NormalizeDecimal appends to dst the canonical text of the decimal number s for DECIMAL(prec,
-// scale): an optional '-', the integer digits without leading zeros ("0" when there are none), and
-// exactly scale fractional digits, as decimal128.Num.ToString(scale) renders it. s may have
-// surrounding ASCII spaces, a sign, a decimal point and an exponent ("1.5e3"). Fractional digits
-// beyond scale must be zeros: the value is never rounded. On failure it returns dst unchanged and
-// a reason that does not contain s.
-func NormalizeDecimal(dst []byte, s string, prec, scale int) ([]byte, string) {
-	start, end := 0, len(s)
-	for start < end && (s[start] == ' ' || s[start] == '\t') {
-		start++
-	}
-	for end > start && (s[end-1] == ' ' || s[end-1] == '\t') {
-		end--
-	}
-	s = s[start:end]
-	bad := "not a decimal number"
-	if s == "" {
-		return dst, bad
-	}
-	neg := false
-	if s[0] == '+' || s[0] == '-' {
-		neg = s[0] == '-'
-		s = s[1:]
-	}
-	// mantissa
-	var stack [64]byte
-	digits := stack[:0]
-	point := -1
-	i := 0
-	for ; i < len(s); i++ {
-		ch := s[i]
-		if ch >= '0' && ch <= '9' {
-			digits = append(digits, ch)
-			continue
-		}
-		if ch == '.' && point < 0 {
-			point = len(digits)
-			continue
-		}
-		break
-	}
-	if len(digits) == 0 {
-		return dst, bad
-	}
-	if point < 0 {
-		point = len(digits)
-	}
-	exp := 0
-	if i < len(s) {
-		if s[i] != 'e' && s[i] != 'E' {
-			return dst, bad
-		}
-		i++
-		eneg := false
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			eneg = s[i] == '-'
-			i++
-		}
-		if i == len(s) {
-			return dst, bad
-		}
-		for ; i < len(s); i++ {
-			ch := s[i]
-			if ch < '0' || ch > '9' {
-				return dst, bad
-			}
-			if exp < 1_000_000 {
-				exp = exp*10 + int(ch-'0')
-			}
-		}
-		if eneg {
-			exp = -exp
-		}
-	}
-	// strip leading zeros
-	k := 0
-	for k < len(digits) && digits[k] == '0' {
-		k++
-	}
-	digits = digits[k:]
-	point -= k
-	if len(digits) == 0 {
-		dst = append(dst, '0')
-		if scale > 0 {
-			dst = append(dst, '.')
-			for j := 0; j < scale; j++ {
-				dst = append(dst, '0')
-			}
-		}
-		return dst, ""
-	}
-	point += exp
-	// strip trailing zeros after the point
-	for len(digits) > 0 && len(digits) > point && digits[len(digits)-1] == '0' {
-		digits = digits[:len(digits)-1]
-	}
-	frac := len(digits) - point
-	if frac > scale {
-		return dst, fmt.Sprintf("more than %d fractional digits for DECIMAL(%d,%d) (values are not rounded)", scale, prec, scale)
-	}
-	if point > prec-scale {
-		return dst, fmt.Sprintf("too many integer digits for DECIMAL(%d,%d)", prec, scale)
-	}
-	if neg {
-		dst = append(dst, '-')
-	}
-	if point <= 0 {
-		dst = append(dst, '0')
-	} else {
-		for j := 0; j < point; j++ {
-			if j < len(digits) {
-				dst = append(dst, digits[j])
-			} else {
-				dst = append(dst, '0')
-			}
-		}
-	}
-	if scale > 0 {
-		dst = append(dst, '.')
-		for j := 0; j < scale; j++ {
-			pos := point + j // index into digits
-			if pos >= 0 && pos < len(digits) {
-				dst = append(dst, digits[pos])
-			} else {
-				dst = append(dst, '0')
-			}
-		}
-	}
-	return dst, ""
 }

@@ -380,46 +380,6 @@ func TestDecimalBeyond128Bits(t *testing.T) {
 	}
 }
 
-func TestNormalizeDecimal(t *testing.T) {
-	tests := []struct {
-		in          string
-		prec, scale int
-		want        string
-		reason      string
-	}{
-		{in: "1", prec: 5, scale: 2, want: "1.00"},
-		{in: "-1.5", prec: 5, scale: 2, want: "-1.50"},
-		{in: "-0.00", prec: 5, scale: 2, want: "0.00"},
-		{in: "000123.4500", prec: 5, scale: 2, want: "123.45"},
-		{in: ".5", prec: 1, scale: 1, want: "0.5"},
-		{in: "5.", prec: 1, scale: 0, want: "5"},
-		{in: "1.25E+1", prec: 4, scale: 2, want: "12.50"},
-		{in: "125e-2", prec: 3, scale: 2, want: "1.25"},
-		{in: "0e99999999999", prec: 3, scale: 2, want: "0.00"},
-		{in: "99999999999999999999999999999999999999", prec: 38, scale: 0, want: "99999999999999999999999999999999999999"},
-		{in: "1.234", prec: 5, scale: 2, reason: "more than 2 fractional digits"},
-		{in: "1234", prec: 5, scale: 2, reason: "too many integer digits"},
-		{in: "1e99999999999", prec: 5, scale: 2, reason: "too many integer digits"},
-		{in: "1e-99999999999", prec: 5, scale: 2, reason: "more than 2 fractional digits"},
-		{in: "", prec: 5, scale: 2, reason: "not a decimal number"},
-		{in: "abc", prec: 5, scale: 2, reason: "not a decimal number"},
-		{in: "1.2.3", prec: 5, scale: 2, reason: "not a decimal number"},
-		{in: "1e", prec: 5, scale: 2, reason: "not a decimal number"},
-		{in: "NaN", prec: 5, scale: 2, reason: "not a decimal number"},
-		{in: "--1", prec: 5, scale: 2, reason: "not a decimal number"},
-		{in: "1 2", prec: 5, scale: 2, reason: "not a decimal number"},
-	}
-	for _, tt := range tests {
-		got, reason := schemamatch.NormalizeDecimal(nil, tt.in, tt.prec, tt.scale)
-		if string(got) != tt.want || !strings.Contains(reason, tt.reason) || (tt.reason == "") != (reason == "") {
-			t.Errorf("NormalizeDecimal(%q, %d, %d) = %q, %q; want %q, %q", tt.in, tt.prec, tt.scale, got, reason, tt.want, tt.reason)
-		}
-		if reason != "" && tt.in != "" && strings.Contains(reason, tt.in) {
-			t.Errorf("NormalizeDecimal(%q) reason %q contains the value", tt.in, reason)
-		}
-	}
-}
-
 func TestValueErrorsNameRowNotValue(t *testing.T) {
 	secret := "12345.678901"
 	tests := []struct {

@@ -4,60 +4,40 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/loaderproject/loader/internal/ipcguard"
+	"github.com/loaderproject/loader/internal/memlimit"
 )
 
-// maxDecodedFrameBytes bounds what decoding one frame may allocate (decompressed buffers).
+// maxDecodedFrameBytes bounds what decoding one frame, one log record or one Flight SQL call may
+// hold in all (decompressed buffers).
 const maxDecodedFrameBytes = 256 << 20
 
 var (
 	errDictionaryFrame = errors.New("is an IPC DictionaryBatch message: dictionary-encoded columns are not supported, send the dictionary's values in the column's canonical type")
 	errSchemaFrame     = errors.New("is a second IPC Schema message: a DoPut carries one schema, in its first frame")
-	errTooMuchMemory   = fmt.Errorf("decoding it would allocate more than %d bytes", maxDecodedFrameBytes)
 )
 
-// limitedAllocator refuses (by panicking, which the decoder recovers) allocations that would take
+// newLimitedAllocator returns an allocator over mem that refuses, by panicking with a
+// *memlimit.Error (which the decoder recovers and arrow-go wraps), allocations that would hold
 // more than limit bytes in all, so a frame that lies about its decompressed size cannot exhaust
-// memory. One is used by one goroutine at a time.
-type limitedAllocator struct {
-	mem   memory.Allocator
-	limit int64
-	used  atomic.Int64
+// memory.
+func newLimitedAllocator(mem memory.Allocator, limit int64) *memlimit.Allocator {
+	return memlimit.New(mem, limit, memlimit.Live)
 }
 
-func newLimitedAllocator(mem memory.Allocator, limit int64) *limitedAllocator {
-	return &limitedAllocator{mem: mem, limit: limit}
-}
-
-// reserve accounts for n more bytes; n is negative when a reallocation shrinks.
-func (a *limitedAllocator) reserve(n int64) {
-	if a.used.Add(n) > a.limit && n > 0 {
-		a.used.Add(-n)
-		panic(errTooMuchMemory)
+// panicError turns a value a decoder panicked with into an error; a refused allocation keeps its
+// *memlimit.Error.
+func panicError(r any) error {
+	if e, ok := memlimit.Recovered(r); ok {
+		return e
 	}
-}
-
-func (a *limitedAllocator) Allocate(size int) []byte {
-	if size < 0 {
-		panic(errTooMuchMemory)
-	}
-	a.reserve(int64(size))
-	return a.mem.Allocate(size)
-}
-
-func (a *limitedAllocator) Reallocate(size int, b []byte) []byte {
-	a.reserve(int64(size) - int64(len(b)))
-	return a.mem.Reallocate(size, b)
-}
-
-func (a *limitedAllocator) Free(b []byte) {
-	a.used.Add(-int64(len(b)))
-	a.mem.Free(b)
+	return fmt.Errorf("%v", r)
 }
 
 // feeder hands the ipc.Reader one message at a time.
@@ -79,13 +59,10 @@ func (f *feeder) Release() {}
 func parseMessage(header, body []byte) (msg *ipc.Message, typ ipc.MessageType, bodyLen int64, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			msg, err = nil, fmt.Errorf("data_header is not an IPC message (%v)", r)
+			msg, err = nil, fmt.Errorf("data_header is not an IPC message: %w", panicError(r))
 		}
 	}()
-	if len(header) < 8 {
-		return nil, 0, 0, fmt.Errorf("data_header is not an IPC message (%d bytes)", len(header))
-	}
-	if err := checkMessage(header); err != nil {
+	if _, err := ipcguard.CheckMessage(header); err != nil {
 		return nil, 0, 0, fmt.Errorf("data_header is not a valid IPC message: %w", err)
 	}
 	if body == nil {
@@ -120,7 +97,7 @@ func newDecoder(schemaHeader []byte, mem memory.Allocator) (d *decoder, err erro
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			d, err = nil, fmt.Errorf("the Schema message cannot be decoded (%v)", r)
+			d, err = nil, fmt.Errorf("the Schema message cannot be decoded: %w", panicError(r))
 		}
 	}()
 	f := &feeder{next: msg}
@@ -155,7 +132,7 @@ func (d *decoder) decode(header, body []byte) (rec arrow.RecordBatch, err error)
 			if rec != nil {
 				rec.Release()
 			}
-			rec, err = nil, fmt.Errorf("cannot be decoded (%v)", r)
+			rec, err = nil, fmt.Errorf("cannot be decoded: %w", panicError(r))
 		}
 	}()
 	d.feed.next = msg
@@ -178,7 +155,7 @@ func (d *decoder) decode(header, body []byte) (rec arrow.RecordBatch, err error)
 func validateBatch(rec arrow.RecordBatch) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("is inconsistent (%v)", r)
+			err = fmt.Errorf("is inconsistent: %w", panicError(r))
 		}
 	}()
 	for i, col := range rec.Columns() {

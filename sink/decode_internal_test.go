@@ -15,9 +15,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/loaderproject/loader/internal/corpus"
+	"github.com/loaderproject/loader/internal/ipcguard"
+	"github.com/loaderproject/loader/internal/memlimit"
 )
 
-const corpusDir = "../../shared/corpus/arrow-testing/data/arrow-ipc-stream"
+// corpusStreamDir is where the corpus keeps IPC streams.
+const corpusStreamDir = "arrow-testing/data/arrow-ipc-stream"
 
 // splitIPC cuts an IPC stream into its messages' (metadata, body) pairs, as a Flight client would
 // put them in FlightData.data_header and data_body. It stops at the end-of-stream marker or at the
@@ -53,8 +58,14 @@ func splitIPC(data []byte) (msgs [][2][]byte) {
 // skips when the corpus is absent.
 func corpusStreams(tb testing.TB) []string {
 	tb.Helper()
+	return streamsIn(tb, corpus.Dir(tb, corpusStreamDir))
+}
+
+// streamsIn returns the IPC stream files below dir.
+func streamsIn(tb testing.TB, dir string) []string {
+	tb.Helper()
 	var files []string
-	err := filepath.WalkDir(corpusDir, func(p string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -66,9 +77,6 @@ func corpusStreams(tb testing.TB) []string {
 		}
 		return nil
 	})
-	if errors.Is(err, os.ErrNotExist) {
-		tb.Skipf("corpus %s is absent", corpusDir)
-	}
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -161,35 +169,9 @@ func TestDecoderMemoryLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.release()
-	if _, err := d.decode(data.DataHeader, body); err == nil || !strings.Contains(err.Error(), "allocate more than") {
-		t.Errorf("decode(64 GiB claim) = %v; want the memory limit error", err)
-	}
-}
-
-// TestLimitedAllocator: allocations count against the limit until freed, and a reallocation that
-// shrinks a buffer is always allowed.
-func TestLimitedAllocator(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
-	a := newLimitedAllocator(mem, 1000)
-	refused := func(f func()) (err any) {
-		defer func() { err = recover() }()
-		f()
-		return nil
-	}
-	b := a.Allocate(600)
-	if r := refused(func() { a.Free(a.Allocate(500)) }); !isErr(r, errTooMuchMemory) {
-		t.Errorf("Allocate(500) with 600 of 1000 used: recovered %v; want errTooMuchMemory", r)
-	}
-	if r := refused(func() { b = a.Reallocate(10, b) }); r != nil {
-		t.Errorf("Reallocate(600 -> 10) = panic %v; want it allowed", r)
-	}
-	if r := refused(func() { a.Free(a.Allocate(990)) }); r != nil {
-		t.Errorf("Allocate(990) with 10 of 1000 used = panic %v; want it allowed", r)
-	}
-	a.Free(b)
-	if got := a.used.Load(); got != 0 {
-		t.Errorf("used = %d after freeing everything; want 0", got)
+	var lim *memlimit.Error
+	if _, err := d.decode(data.DataHeader, body); !errors.As(err, &lim) || lim.Limit != maxDecodedFrameBytes || lim.Mode != memlimit.Live {
+		t.Errorf("decode(64 GiB claim) = %v; want the %d-byte memlimit.Error", err, maxDecodedFrameBytes)
 	}
 }
 
@@ -232,9 +214,14 @@ func FuzzDecoder(f *testing.F) {
 		f.Add(schemaFrame.DataHeader, data.DataHeader, data.DataBody)
 	}
 	rec.Release()
+	// The corpus streams as seeds when the corpus is there (corpus.Dir would skip the whole target).
+	root := os.Getenv(corpus.EnvRoot)
+	if root == "" {
+		root = filepath.Join("..", "..", "shared", "corpus")
+	}
 	var files []string
-	if _, err := os.Stat(corpusDir); err == nil {
-		files = corpusStreams(f)
+	if dir := filepath.Join(root, filepath.FromSlash(corpusStreamDir)); dirExists(dir) {
+		files = streamsIn(f, dir)
 	}
 	for _, p := range files {
 		data, _ := os.ReadFile(p)
@@ -248,7 +235,8 @@ func FuzzDecoder(f *testing.F) {
 }
 
 // TestCheckMessageRegression: the fuzzer's schema that claimed billions of fields is refused by
-// the pre-check, for every path that decodes client IPC (DoPut frames and Flight SQL).
+// the pre-check (internal/ipcguard, which tests it in depth), on every path that decodes client
+// IPC: DoPut frames and Flight SQL.
 func TestCheckMessageRegression(t *testing.T) {
 	data, err := os.ReadFile("testdata/fuzz/FuzzDecoder/cf53d021f1340d99")
 	if err != nil {
@@ -267,8 +255,8 @@ func TestCheckMessageRegression(t *testing.T) {
 			break
 		}
 	}
-	if err := checkMessage(schemaHeader); err == nil {
-		t.Error("checkMessage accepted the schema that made arrow-go allocate without bound")
+	if _, err := newDecoder(schemaHeader, memory.DefaultAllocator); !errors.Is(err, ipcguard.ErrMalformed) {
+		t.Errorf("newDecoder(the schema that made arrow-go allocate without bound) = %v; want ipcguard.ErrMalformed", err)
 	}
 	rs := &replayStream{first: &flight.FlightData{DataHeader: schemaHeader}}
 	if _, err := rs.Recv(); err == nil || !strings.Contains(err.Error(), "not a valid IPC message") {
@@ -276,8 +264,7 @@ func TestCheckMessageRegression(t *testing.T) {
 	}
 }
 
-// isErr reports whether a recovered panic value is (or wraps) target.
-func isErr(recovered any, target error) bool {
-	err, ok := recovered.(error)
-	return ok && errors.Is(err, target)
+func dirExists(dir string) bool {
+	_, err := os.Stat(dir)
+	return err == nil
 }

@@ -349,3 +349,41 @@ func TestReplacedTable(t *testing.T) {
 		t.Errorf("stream after replace = %v; want a schema error (s not in table, amount missing)", err)
 	}
 }
+
+// TestReplacedTableChecksNewTypes: when the table's schema is replaced under a running stream by one
+// the stream still fits (same Arrow types, a narrower DECIMAL), the stream's next frames are
+// checked against the new schema's values, not the old one's.
+func TestReplacedTableChecksNewTypes(t *testing.T) {
+	e := start(t, "", sink.WithCommitInterval(time.Hour))
+	name, ts := e.createTable("main.default.narrowed", "id BIGINT NOT NULL, d DECIMAL(10,2)")
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, ts.Arrow(), strings.NewReader(`[{"id": 1, "d": "12345.67"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Release()
+	schemaFrame, data := encode(t, ts.Arrow(), []arrow.RecordBatch{rec, rec})
+	st := e.zerobus(t.Context(), name.String(), "")
+	if _, err := setup(st, schemaFrame); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(withOffset(data[0], 0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); err != nil { // fits DECIMAL(10,2): acked
+		t.Fatal(err)
+	}
+
+	tbl, _ := e.wh.Table(t.Context(), name)
+	narrow, _ := tableschema.ParseColumns("id BIGINT NOT NULL, d DECIMAL(4,2)")
+	w := tbl.NewWriter(warehouse.WithSchema(narrow))
+	if _, err := w.Commit(t.Context(), warehouse.CommitOptions{Overwrite: true, Schema: narrow}); err != nil {
+		t.Fatal(err)
+	}
+	e.flushCount(name) // the sink reads the new schema
+
+	st.Send(withOffset(data[1], 1))
+	_, err = drain(st)
+	if s := statusOf(t, err); s.Code() != codes.InvalidArgument || !strings.Contains(s.Message(), `column "d" row 0`) {
+		t.Errorf("frame after the narrowing = %v; want InvalidArgument: column d row 0 does not fit DECIMAL(4,2)", err)
+	}
+}

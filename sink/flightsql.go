@@ -190,9 +190,10 @@ func (q *sqlServer) DoPutCommandStatementIngest(ctx context.Context, cmd flights
 		defer w.Abort()
 	}
 	var rows, batch int64
+	check := warehouse.NewChecker(target)
 	for rdr.Next() {
 		rec := rdr.RecordBatch()
-		if err := q.writeBatch(ctx, plan, target, w, rec); err != nil {
+		if err := q.writeBatch(ctx, plan, check, w, rec); err != nil {
 			return 0, status.Errorf(codes.InvalidArgument, "ingest into %s: batch %d: %v", name, batch, err)
 		}
 		rows += rec.NumRows()
@@ -226,7 +227,7 @@ func (q *sqlServer) DoPutCommandStatementIngest(ctx context.Context, cmd flights
 }
 
 // writeBatch validates, casts and writes (or, discarding, checks) one batch.
-func (q *sqlServer) writeBatch(ctx context.Context, plan *schemamatch.Plan, target *tableschema.Schema, w *warehouse.Writer, rec arrow.RecordBatch) error {
+func (q *sqlServer) writeBatch(ctx context.Context, plan *schemamatch.Plan, check *warehouse.Checker, w *warehouse.Writer, rec arrow.RecordBatch) error {
 	if err := validateBatch(rec); err != nil {
 		return fmt.Errorf("the batch %w", err)
 	}
@@ -236,7 +237,7 @@ func (q *sqlServer) writeBatch(ctx context.Context, plan *schemamatch.Plan, targ
 	}
 	defer out.Release()
 	if w == nil {
-		return checkBatch(target, out)
+		return checkBatch(check, out)
 	}
 	return w.Write(ctx, out)
 }

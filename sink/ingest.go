@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/loaderproject/loader/sink/internal/wal"
-	"github.com/loaderproject/loader/tableschema"
 	"github.com/loaderproject/loader/warehouse"
 	"github.com/loaderproject/loader/zerobus"
 )
@@ -59,12 +58,12 @@ type putStream struct {
 	budget  *semaphore.Weighted
 
 	// The receiving goroutine's state.
-	schemaHeader []byte              // the schema frame's IPC message, stored with every frame
-	dec          *decoder            // decodes data frames against that schema
-	schema       *tableschema.Schema // the table schema frames are checked against
-	gen          uint64              // schema's generation (tableState.currentSchema)
-	expected     int64               // next offset_id
-	records      int64               // rows received so far, cumulative as acks report them
+	schemaHeader []byte             // the schema frame's IPC message, stored with every frame
+	dec          *decoder           // decodes data frames against that schema
+	check        *warehouse.Checker // checks frames against the table's schema
+	gen          uint64             // that schema's generation (tableState.currentSchema)
+	expected     int64              // next offset_id
+	records      int64              // rows received so far, cumulative as acks report them
 }
 
 func invalidf(format string, args ...any) error {
@@ -98,7 +97,7 @@ func (s *Server) ingest(stream flight.FlightService_DoPutServer, ts *tableState,
 		faults: s.faults.forStream(),
 		budget: semaphore.NewWeighted(streamBudget),
 
-		schemaHeader: first.GetDataHeader(), dec: dec, schema: schema, gen: gen,
+		schemaHeader: first.GetDataHeader(), dec: dec, check: warehouse.NewChecker(schema), gen: gen,
 	}
 	if err := stream.Send(&flight.PutResult{AppMetadata: zerobus.Ready().Marshal()}); err != nil {
 		return err
@@ -246,14 +245,14 @@ func (p *putStream) frame(ctx context.Context, fd *flight.FlightData) (ackItem, 
 		if se := zerobus.ValidateSchema(cur, p.dec.schema); se != nil {
 			return ackItem{}, se
 		}
-		p.schema, p.gen = cur, g
+		p.check, p.gen = warehouse.NewChecker(cur), g
 	}
 	rec, err := p.dec.decode(fd.GetDataHeader(), fd.GetDataBody())
 	if err != nil {
 		return ackItem{}, invalidf("data frame at offset %d %v", offset, err)
 	}
 	rows := rec.NumRows()
-	err = checkBatch(p.schema, rec)
+	err = checkBatch(p.check, rec)
 	rec.Release()
 	if err != nil {
 		return ackItem{}, invalidf("data frame at offset %d: %v", offset, err)
@@ -282,14 +281,14 @@ func (p *putStream) frame(ctx context.Context, fd *flight.FlightData) (ackItem, 
 	return item, nil
 }
 
-// checkBatch is warehouse.CheckBatch, recovering from a panic on data the decoder let through.
-func checkBatch(schema *tableschema.Schema, rec arrow.RecordBatch) (err error) {
+// checkBatch is check.Check, recovering from a panic on data the decoder let through.
+func checkBatch(check *warehouse.Checker, rec arrow.RecordBatch) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("values cannot be checked (%v)", r)
 		}
 	}()
-	return warehouse.CheckBatch(schema, rec)
+	return check.Check(rec)
 }
 
 // wait waits until the frame is durable and gives its budget back.

@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/loaderproject/loader/internal/delta"
+	"github.com/loaderproject/loader/internal/fsutil"
 )
 
 // The payload of a write-ahead log record:
@@ -141,10 +141,10 @@ func saveRejected(tableDir string, seq uint64, r walRecord) (string, error) {
 		return "", err
 	}
 	// The file's entry in rejected, and rejected's in _sink (which the log's creation made durable).
-	if err := delta.SyncDir(dir); err != nil {
+	if err := fsutil.SyncDir(dir); err != nil {
 		return "", err
 	}
-	return path, delta.SyncDir(filepath.Dir(dir))
+	return path, fsutil.SyncDir(filepath.Dir(dir))
 }
 
 func walDir(tableDir string) string { return filepath.Join(tableDir, "_sink", "wal") }

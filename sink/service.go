@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/loaderproject/loader/internal/ipcguard"
 	"github.com/loaderproject/loader/internal/sinkapi"
 	"github.com/loaderproject/loader/tableschema"
 	"github.com/loaderproject/loader/warehouse"
@@ -148,7 +149,7 @@ func (r *replayStream) Recv() (*flight.FlightData, error) {
 	}
 	r.n++
 	if h := fd.GetDataHeader(); len(h) > 0 {
-		if err := checkMessage(h); err != nil {
+		if _, err := ipcguard.CheckMessage(h); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "FlightData #%d: data_header is not a valid IPC message: %v", r.n, err)
 		}
 	}

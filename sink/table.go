@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -324,7 +325,7 @@ var errReject = errors.New("record does not fit the table")
 
 // writeRecord decodes one log record and writes it; errors wrapping errReject mean the record can
 // never be written to this table (its schema was replaced) and is to be kept aside.
-func (ts *tableState) writeRecord(ctx context.Context, w *warehouse.Writer, schema *tableschema.Schema, r walRecord, mem *limitedAllocator) error {
+func (ts *tableState) writeRecord(ctx context.Context, w *warehouse.Writer, schema *tableschema.Schema, r walRecord, mem memory.Allocator) error {
 	rec, err := decodeRecord(r, mem)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errReject, err)

@@ -9,6 +9,8 @@
 //   - reads and writes the Delta protocol's JSON schema string, see [ParseDeltaSchema] and [Schema.DeltaJSON];
 //   - gives the canonical Arrow schema a Zerobus endpoint expects for a table, see [Schema.Arrow];
 //   - derives a table schema from an Arrow schema, see [FromArrow].
+//   - reads DECIMAL text exactly, never rounding, for every package that takes decimals as text
+//     (CSV files, text casts, the warehouse's canonical text), see [ParseDecimal] and [AppendDecimal].
 //
 // # Canonical Arrow mapping
 //

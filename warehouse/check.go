@@ -1,8 +1,8 @@
 package warehouse
 
 import (
+	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -84,25 +84,28 @@ func newColPlan(name, path string, t tableschema.Type, nullable bool) *colPlan {
 	return c
 }
 
-// CheckBatch verifies that rec's values fit the table: no nulls in NOT NULL columns or nested NOT NULL
-// fields, decimal text that parses and fits. rec's schema must already pass zerobus.ValidateSchema.
-// Errors wrap ErrBadValue and name the column and row index, never the value.
+// Checker checks batches against one table schema. It is made once per stream or call (its plan
+// of the schema's columns is what makes checking batch after batch cheap) and is held by whoever
+// owns that lifetime; when the table's schema changes, make a new one. A Checker is immutable and
+// safe for concurrent use.
+type Checker struct{ plan *tablePlan }
+
+// NewChecker returns a Checker for the table schema.
+func NewChecker(schema *tableschema.Schema) *Checker {
+	return &Checker{plan: newTablePlan(schema)}
+}
+
+// Check verifies that rec's values fit the table: no nulls in NOT NULL columns or nested NOT NULL
+// fields, decimal text that parses and fits. rec's schema must already pass zerobus.ValidateSchema
+// against the Checker's schema. Errors wrap ErrBadValue and name the column and row index, never
+// the value.
 //
 // Nested fields are checked only where they are present: a NOT NULL struct field may be null where
 // its struct is null, and values under a null list or map are not looked at. Map keys are never null.
-func CheckBatch(schema *tableschema.Schema, rec arrow.RecordBatch) error {
-	p := lastPlan.Load()
-	if p == nil || p.schema != schema {
-		p = newTablePlan(schema)
-		lastPlan.Store(p)
-	}
-	_, err := p.convert(nil, rec, false)
+func (c *Checker) Check(rec arrow.RecordBatch) error {
+	_, err := c.plan.convert(nil, rec, false)
 	return err
 }
-
-// lastPlan caches the plan of the schema CheckBatch saw last (schemas are immutable), since callers
-// check batch after batch against one table.
-var lastPlan atomic.Pointer[tablePlan]
 
 // convert checks rec against the plan and, when build is set, returns its columns in the full storage
 // schema (omitted columns as nulls, decimal text as Decimal128, null lists and maps emptied of the
@@ -153,13 +156,20 @@ func releaseAll[T interface{ Release() }](xs []T) {
 	}
 }
 
+var (
+	errNullInColumn = errors.New("null in a NOT NULL column")
+	errNullInField  = errors.New("null in a NOT NULL field")
+)
+
 type converter struct {
 	mem   memory.Allocator
 	build bool
 }
 
-func badValue(path string, row int, what string) error {
-	return fmt.Errorf("warehouse: column %q row %d: %w: %s", path, row, ErrBadValue, what)
+// badValue is the error for the value at row of the column or field at path; reason says what is
+// wrong with it without quoting it.
+func badValue(path string, row int, reason error) error {
+	return fmt.Errorf("warehouse: column %q row %d: %w: %w", path, row, ErrBadValue, reason)
 }
 
 func rowOf(rows []int, i int) int {
@@ -178,9 +188,9 @@ func (cv *converter) walk(c *colPlan, arr arrow.Array, mask []bool, rows []int) 
 	if !c.nullable && arr.NullN() > 0 {
 		for i := 0; i < arr.Len(); i++ {
 			if arr.IsNull(i) && present(mask, i) {
-				what := "null in a NOT NULL column"
+				what := errNullInColumn
 				if rows != nil || mask != nil {
-					what = "null in a NOT NULL field"
+					what = errNullInField
 				}
 				return nil, badValue(c.path, rowOf(rows, i), what)
 			}
@@ -364,12 +374,12 @@ func (cv *converter) decimal(c *colPlan, arr arrow.Array, mask []bool, rows []in
 		if (nulls && s.IsNull(i)) || !present(mask, i) {
 			continue
 		}
-		num, problem := parseDecimal(s.Value(i), p, sc)
-		if problem != decimalOK {
+		num, err := tableschema.ParseDecimal(s.Value(i), p, sc, tableschema.DecimalPlain)
+		if err != nil {
 			if vals != nil {
 				vals.Release()
 			}
-			return nil, badValue(c.path, rowOf(rows, i), problem.describe(p, sc))
+			return nil, badValue(c.path, rowOf(rows, i), err)
 		}
 		if out != nil {
 			out[i] = num

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -50,7 +51,7 @@ func retypeData(d arrow.ArrayData, dt arrow.DataType) arrow.ArrayData {
 	return out
 }
 
-func TestCheckBatch(t *testing.T) {
+func TestChecker(t *testing.T) {
 	tests := []struct {
 		name    string
 		cols    string
@@ -60,6 +61,7 @@ func TestCheckBatch(t *testing.T) {
 		wantCol string
 		wantRow int
 		wantMsg string
+		wantErr error  // what the error wraps besides ErrBadValue
 		secret  string // a value that must not appear in the error
 	}{
 		{name: "ok nested nulls under null parents", cols: "st STRUCT<x: INT NOT NULL>, a ARRAY<STRUCT<y: INT NOT NULL>>",
@@ -82,18 +84,18 @@ func TestCheckBatch(t *testing.T) {
 			s.Fields[0].Type = tableschema.MapOf(tableschema.Primitive(tableschema.String), tableschema.Primitive(tableschema.Int), false)
 		}, js: `[{"m": [{"key": "a", "value": 1}]}, {"m": [{"key": "b", "value": null}]}]`, build: "m MAP<STRING, INT>", wantCol: "m.value", wantRow: 1},
 		{name: "decimal needs rounding", cols: "p DECIMAL(5,2)", js: `[{"p": "1.50"}, {"p": "123.456789"}]`,
-			wantCol: "p", wantRow: 1, wantMsg: "rounding", secret: "123.456789"},
+			wantCol: "p", wantRow: 1, wantErr: tableschema.ErrDecimalRounding, secret: "123.456789"},
 		{name: "decimal overflow", cols: "p DECIMAL(5,2)", js: `[{"p": "-999.99"}, {"p": null}, {"p": "-1000"}]`,
-			wantCol: "p", wantRow: 2, wantMsg: "overflow", secret: "-1000"},
+			wantCol: "p", wantRow: 2, wantErr: tableschema.ErrDecimalOverflow, secret: "-1000"},
 		{name: "decimal garbage", cols: "p DECIMAL(38,0)", js: `[{"p": "1"}, {"p": "12abc34"}]`,
-			wantCol: "p", wantRow: 1, wantMsg: "not a number", secret: "12abc34"},
-		{name: "decimal empty", cols: "p DECIMAL(3,0)", js: `[{"p": ""}]`, wantCol: "p", wantRow: 0, wantMsg: "not a number"},
+			wantCol: "p", wantRow: 1, wantErr: tableschema.ErrDecimalSyntax, secret: "12abc34"},
+		{name: "decimal empty", cols: "p DECIMAL(3,0)", js: `[{"p": ""}]`, wantCol: "p", wantRow: 0, wantErr: tableschema.ErrDecimalSyntax},
 		{name: "decimal in array", cols: "a ARRAY<DECIMAL(4,1)>", js: `[{"a": ["1.0"]}, {"a": null}, {"a": ["2", "3.25"]}]`,
-			wantCol: "a.element", wantRow: 2, wantMsg: "rounding", secret: "3.25"},
+			wantCol: "a.element", wantRow: 2, wantErr: tableschema.ErrDecimalRounding, secret: "3.25"},
 		{name: "decimal in map value", cols: "m MAP<INT, DECIMAL(4,1)>", js: `[{"m": [{"key": 1, "value": "99999"}]}]`,
-			wantCol: "m.value", wantRow: 0, wantMsg: "overflow", secret: "99999"},
+			wantCol: "m.value", wantRow: 0, wantErr: tableschema.ErrDecimalOverflow, secret: "99999"},
 		{name: "decimal in struct", cols: "s STRUCT<in: STRUCT<z: DECIMAL(9,2)>>", js: `[{"s": {"in": {"z": "1"}}}, {"s": {"in": {"z": "1e3"}}}]`,
-			wantCol: "s.in.z", wantRow: 1, wantMsg: "not a number", secret: "1e3"},
+			wantCol: "s.in.z", wantRow: 1, wantErr: tableschema.ErrDecimalSyntax, secret: "1e3"},
 		{name: "bad decimal under a null struct is ignored", cols: "s STRUCT<z: DECIMAL(9,2)>", build: "s STRUCT<z: STRING>",
 			js: `[{"s": null}]`},
 	}
@@ -117,14 +119,17 @@ func TestCheckBatch(t *testing.T) {
 			if serr := zerobus.ValidateSchema(schema, rec.Schema()); serr != nil {
 				t.Fatalf("test batch does not pass ValidateSchema: %v", serr)
 			}
-			err := warehouse.CheckBatch(schema, rec)
+			err := warehouse.NewChecker(schema).Check(rec)
 			if tt.wantCol == "" {
 				if err != nil {
-					t.Fatalf("CheckBatch() = %v; want nil", err)
+					t.Fatalf("Check() = %v; want nil", err)
 				}
 				return
 			}
 			checkBadValue(t, err, tt.wantCol, tt.wantRow, tt.wantMsg, tt.secret)
+			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Errorf("Check() = %v; want it to wrap %v", err, tt.wantErr)
+			}
 
 			// Writer.Write refuses the batch the same way, writes nothing and stays usable.
 			ctx := context.Background()
@@ -211,4 +216,32 @@ func TestWriteSchemaErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCheckersAreIndependent: checkers of different schemas, used at once, each check against their
+// own (nothing is shared between them).
+func TestCheckersAreIndependent(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	narrow, wide := mustColumns(t, "v DECIMAL(3,0)"), mustColumns(t, "v DECIMAL(6,0)")
+	rec := recordFromJSON(t, mem, wide.Arrow(), `[{"v": "1000"}]`)
+	defer rec.Release()
+	checkers := []struct {
+		c    *warehouse.Checker
+		fits bool
+	}{{warehouse.NewChecker(narrow), false}, {warehouse.NewChecker(wide), true}}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		ck := checkers[i%2]
+		wg.Go(func() {
+			for range 50 {
+				err := ck.c.Check(rec)
+				if fits := err == nil; fits != ck.fits || (err != nil && !errors.Is(err, tableschema.ErrDecimalOverflow)) {
+					t.Errorf("Check(1000) = %v; want fits %t", err, ck.fits)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

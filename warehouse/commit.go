@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/loaderproject/loader/internal/delta"
+	"github.com/loaderproject/loader/internal/fsutil"
 	"github.com/loaderproject/loader/tableschema"
 )
 
@@ -92,7 +93,7 @@ func (w *Writer) Commit(ctx context.Context, opts CommitOptions) (CommitResult, 
 		}
 	}
 	if len(w.staged) > 0 {
-		if err := delta.SyncDir(t.dir); err != nil {
+		if err := fsutil.SyncDir(t.dir); err != nil {
 			return fail(err)
 		}
 	}

@@ -18,10 +18,11 @@
 //	TIMESTAMP_NTZ           INT64 TIMESTAMP(MICROS, isAdjustedToUTC=false)
 //	ARRAY, MAP, STRUCT      the standard nested LIST, MAP and group layouts
 //
-// The canonical decimal text ("19.99", "-0.5", "+7") is parsed exactly: an optional sign, digits and
-// an optional fraction. Text that is not a number, needs rounding to fit the scale, or has more
-// integer digits than precision-scale allows is refused with an error wrapping ErrBadValue that names
-// the column and row but never the value. Each file also stores its Arrow schema, and a Scan returns
+// The canonical decimal text ("19.99", "-0.5", "+7") is parsed exactly by tableschema.ParseDecimal
+// in its plain syntax: an optional sign, digits and an optional fraction. Text that is not a number,
+// needs rounding to fit the scale, or has more integer digits than precision-scale allows is refused
+// with an error wrapping ErrBadValue and the *tableschema.DecimalError that says why; it names the
+// column and row but never the value. Each file also stores its Arrow schema, and a Scan returns
 // the canonical Arrow schema again, decimals as text with exactly scale fractional digits.
 //
 // Every data commit adds one "add" action per Parquet file, with statistics (numRecords, minValues,

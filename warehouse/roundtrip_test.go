@@ -143,8 +143,8 @@ func TestRoundTripAllTypes(t *testing.T) {
 	}
 	rec := recordFromJSON(t, mem, schema.Arrow(), allTypesJSON)
 	defer rec.Release()
-	if err := warehouse.CheckBatch(schema, rec); err != nil {
-		t.Fatalf("CheckBatch: %v", err)
+	if err := warehouse.NewChecker(schema).Check(rec); err != nil {
+		t.Fatalf("Check: %v", err)
 	}
 	w := tbl.NewWriter()
 	if err := w.Write(ctx, rec); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/loaderproject/loader/internal/delta"
+	"github.com/loaderproject/loader/internal/fsutil"
 	"github.com/loaderproject/loader/tableschema"
 )
 
@@ -109,7 +110,7 @@ func Open(dir string, opts ...Option) (*Warehouse, error) {
 	if err != nil {
 		return nil, fmt.Errorf("warehouse: open %s: %w", dir, err)
 	}
-	if err := mkdirAllSync(abs); err != nil {
+	if err := fsutil.MkdirAllSync(abs); err != nil {
 		return nil, fmt.Errorf("warehouse: open %s: %w", dir, err)
 	}
 	return &Warehouse{dir: abs, cfg: newConfig(opts), tables: map[tableschema.TableName]*Table{}}, nil
@@ -150,7 +151,7 @@ func (w *Warehouse) CreateTable(ctx context.Context, name tableschema.TableName,
 	}
 	dir := w.tableDir(name)
 	logDir := filepath.Join(dir, delta.LogDirName)
-	if err := mkdirAllSync(logDir); err != nil {
+	if err := fsutil.MkdirAllSync(logDir); err != nil {
 		return nil, fmt.Errorf("warehouse: create table %s: %w", name, err)
 	}
 	now := time.Now().UnixMilli()
@@ -288,41 +289,4 @@ func subdirs(dir string) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-// mkdirAllSync creates dir and its missing parents, fsyncing each new directory's parent so that the
-// new entries are durable.
-func mkdirAllSync(dir string) error {
-	var missing []string
-	for d := dir; ; {
-		fi, err := os.Stat(d)
-		if err == nil {
-			if !fi.IsDir() {
-				return fmt.Errorf("%s is not a directory", d)
-			}
-			break
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		missing = append(missing, d)
-		parent := filepath.Dir(d)
-		if parent == d {
-			break
-		}
-		d = parent
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		d := missing[i]
-		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		if err := delta.SyncDir(d); err != nil {
-			return err
-		}
-		if err := delta.SyncDir(filepath.Dir(d)); err != nil {
-			return err
-		}
-	}
-	return nil
 }

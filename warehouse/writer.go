@@ -125,7 +125,7 @@ var _ io.Writer = (*countingWriter)(nil)
 func (w *Writer) Rows() int64 { return w.rows }
 
 // Write adds rec's rows. rec's schema is the canonical schema or a valid subset of it; values are
-// checked as CheckBatch does. The caller keeps ownership of rec.
+// checked as Checker.Check does. The caller keeps ownership of rec.
 //
 // A batch that fails the schema or value checks is refused whole and leaves the Writer usable. An
 // I/O error leaves it broken: later calls fail and the caller must Abort.

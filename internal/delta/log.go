@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 
 	"github.com/google/uuid"
+
+	"github.com/loaderproject/loader/internal/fsutil"
 )
 
 // LogDirName is the name of a table's log directory.
@@ -155,7 +157,7 @@ func WriteVersion(logDir string, version int64, data []byte) error {
 	if err := os.Remove(tmp); err != nil {
 		return fmt.Errorf("%w: %s: remove %s: %w", ErrNotDurable, final, tmp, err)
 	}
-	if err := SyncDir(logDir); err != nil {
+	if err := fsutil.SyncDir(logDir); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrNotDurable, final, err)
 	}
 	return nil
@@ -175,19 +177,6 @@ func writeFileSync(path string, data []byte) error {
 		return err
 	}
 	return f.Close()
-}
-
-// SyncDir fsyncs a directory so that the entries created in it are durable.
-func SyncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return d.Close()
 }
 
 // CheckNoCheckpoint returns an error wrapping ErrCheckpointUnsupported if logDir holds a

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/loaderproject/loader/internal/fsutil"
 )
 
 // Errors callers test with errors.Is.
@@ -156,10 +158,14 @@ func (p *Pending) Err() error { <-p.done; return p.err }
 // Open opens (creating if needed) the log in dir, locks it, recovers it and starts its writer.
 func Open(dir string, opts ...Option) (*WAL, error) {
 	cfg := newConfig(opts)
-	if err := mkdirAllSync(dir); err != nil {
+	if err := fsutil.MkdirAllSync(dir); err != nil {
 		return nil, fmt.Errorf("wal %s: %w", dir, err)
 	}
-	lock, err := lockDir(filepath.Join(dir, lockName))
+	lockPath := filepath.Join(dir, lockName)
+	lock, err := fsutil.Lock(lockPath)
+	if errors.Is(err, fsutil.ErrLocked) {
+		return nil, fmt.Errorf("wal %s: %w (lock %s is held; is another sink serving this warehouse?)", dir, ErrLocked, lockPath)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("wal %s: %w", dir, err)
 	}
@@ -176,7 +182,7 @@ func Open(dir string, opts ...Option) (*WAL, error) {
 		if w.active != nil {
 			w.active.Close()
 		}
-		return nil, errors.Join(fmt.Errorf("wal %s: %w", dir, err), unlock(lock))
+		return nil, errors.Join(fmt.Errorf("wal %s: %w", dir, err), lock.Close())
 	}
 	go w.writer()
 	return w, nil
@@ -377,7 +383,7 @@ func (w *WAL) startSegment() error {
 		os.Remove(path)
 		return err
 	}
-	if err := syncDir(w.dir); err != nil {
+	if err := fsutil.SyncDir(w.dir); err != nil {
 		f.Close()
 		return err
 	}
@@ -389,34 +395,6 @@ func (w *WAL) startSegment() error {
 	w.segs = append(w.segs, &segment{first: w.next, size: int64(len(magic)), path: path})
 	w.mu.Unlock()
 	return nil
-}
-
-// mkdirAllSync creates dir and its missing parents, fsyncing each parent after a child is created
-// in it, so the log's directory survives a power loss along with the records in it.
-func mkdirAllSync(dir string) error {
-	dir = filepath.Clean(dir)
-	if _, err := os.Stat(dir); err == nil {
-		return nil
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := mkdirAllSync(parent); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	return syncDir(parent)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Append queues one record whose payload is the concatenation of parts. It blocks while the writer's
@@ -728,7 +706,7 @@ func (w *WAL) Release(upTo uint64) error {
 	}
 	w.segs = keep
 	if removed {
-		if err := syncDir(w.dir); err != nil {
+		if err := fsutil.SyncDir(w.dir); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -755,7 +733,7 @@ func (w *WAL) Close() error {
 	if w.active != nil {
 		errs = append(errs, w.active.Close())
 	}
-	errs = append(errs, unlock(w.lock))
+	errs = append(errs, w.lock.Close()) // closing the descriptor releases the lock
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("wal %s: close: %w", w.dir, err)
 	}

@@ -1,6 +1,6 @@
 //go:build windows
 
-package manifest
+package fsutil
 
 import (
 	"errors"

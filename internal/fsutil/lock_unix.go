@@ -1,6 +1,6 @@
 //go:build unix
 
-package manifest
+package fsutil
 
 import (
 	"errors"
@@ -9,8 +9,13 @@ import (
 )
 
 func lockFile(f *os.File) error {
+	return retryEINTR(func() error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) })
+}
+
+// retryEINTR calls flock until a signal does not interrupt it, and maps "would block" to ErrLocked.
+func retryEINTR(flock func() error) error {
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		err := flock()
 		switch {
 		case err == nil:
 			return nil

@@ -1,6 +1,6 @@
 //go:build !unix && !windows
 
-package manifest
+package fsutil
 
 import "os"
 
