@@ -180,7 +180,7 @@ func TestFileErrorCallerErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer src.Close()
-			if err := src.ReadUnit(context.Background(), 0, tt.fn); err != stop {
+			if err := src.ReadUnit(context.Background(), 0, tt.fn); err != stop { //nolint:errorlint // the callback's own error, not wrapped
 				t.Errorf("ReadUnit = %v (%T); want the callback's own error, unwrapped", err, err)
 			}
 		})

@@ -17,6 +17,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/loaderproject/loader/internal/memlimit"
 )
 
 // parquetSource reads a Parquet file by row group. The file handle and the parsed footer are
@@ -207,7 +209,7 @@ func (s *parquetSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 		if 2*largest > s.cfg.allocLimit(s.f.Size) {
 			// A page within the page limit but larger than the allocation cap: its values may need
 			// a buffer of its size, rounded up to a power of two as builders grow.
-			mem = &limitAllocator{Allocator: s.cfg.mem, limit: 2 * largest}
+			mem = memlimit.New(s.cfg.mem, 2*largest, memlimit.PerAllocation)
 		}
 		rdr, err := file.NewParquetReader(io.NewSectionReader(s.fh, 0, s.f.Size),
 			file.WithReadProps(readerProps()), file.WithMetadata(s.meta))

@@ -352,7 +352,7 @@ func withPlain(src Source, cfg *config) (Source, error) {
 		src.Close()
 		return nil, fmt.Errorf("readers: %T reads no units", src)
 	}
-	mem := &limitAllocator{Allocator: cfg.mem, limit: cfg.allocLimit(src.File().Size)}
+	mem := limitAllocator(cfg, src.File().Size)
 	return &plainSource{unitSource: inner, schema: ps, mem: mem, cfg: cfg}, nil
 }
 

@@ -95,7 +95,7 @@ func (e *FileError) Error() string {
 		return e.Err.Error() // a *RowError or *PageTooLargeError, which names the file itself
 	}
 	cause := e.Err.Error()
-	if pe, ok := e.Err.(*fs.PathError); ok && pe.Path == e.Path {
+	if pe, ok := e.Err.(*fs.PathError); ok && pe.Path == e.Path { //nolint:errorlint // only the direct cause repeats the path
 		cause = pe.Op + ": " + pe.Err.Error() // not "f.csv: open f.csv: ..."
 	}
 	if e.Unit < 0 {

@@ -130,7 +130,7 @@ func (svc *service) DoPut(stream flight.FlightService_DoPutServer) error {
 }
 
 // replayStream hands Flight SQL the first message again, and screens every IPC header before
-// arrow-go decodes it (see checkMessage).
+// arrow-go decodes it (ipcguard.CheckMessage).
 type replayStream struct {
 	flight.FlightService_DoPutServer
 	first *flight.FlightData
