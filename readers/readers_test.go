@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,11 +21,14 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"go.uber.org/goleak"
 
+	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/internal/memlimit"
 	"github.com/loaderproject/loader/readers"
+	"github.com/loaderproject/loader/schemamatch"
 	"github.com/loaderproject/loader/tableschema"
 )
 
@@ -730,5 +734,542 @@ func TestCorruptLengthAllocatesLittle(t *testing.T) {
 	}
 	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
 		t.Errorf("Open(4-byte stream) allocated %d bytes", n)
+	}
+}
+
+// readFile opens f and reads every unit, returning the first error.
+func readFile(ctx context.Context, f readers.File, opts ...readers.Option) error {
+	src, err := readers.Open(ctx, f, opts...)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	for _, u := range src.Units() {
+		if err := src.ReadUnit(ctx, u.Index, func(arrow.RecordBatch) error { return nil }); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestFileError checks that the errors of Open and ReadUnit are *FileErrors naming the file once and
+// the unit where there is one, and that the cause stays matchable through them.
+func TestFileError(t *testing.T) {
+	dir := t.TempDir()
+	good := testRecord(t, memory.NewGoAllocator(), 0, 100)
+	defer good.Release()
+
+	pq := filepath.Join(dir, "data.parquet")
+	writeParquet(t, pq, []arrow.RecordBatch{good}, 1000)
+	whole, err := os.ReadFile(pq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(dir, "truncated.parquet")
+	touch(t, truncated, append([]byte("PAR1"), whole[len(whole)-200:]...))
+
+	stream := filepath.Join(dir, "data.arrows")
+	writeIPC(t, stream, []arrow.RecordBatch{good}, true)
+	sb, err := os.ReadFile(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(dir, "cut.arrows")
+	touch(t, cut, sb[:len(sb)*2/3]) // the schema reads, the batch does not
+
+	table, err := tableschema.ParseColumns("id BIGINT, d DATE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	badRow := filepath.Join(dir, "rows.csv")
+	touch(t, badRow, []byte("id,d\n1,2024-01-01\n2,SECRET\n"))
+	noHeader := filepath.Join(dir, "empty.csv")
+	touch(t, noHeader, nil)
+	part := filepath.Join(dir, "d=oops", "p.csv")
+	if err := os.MkdirAll(filepath.Dir(part), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, part, []byte("id\n1\n"))
+
+	tests := []struct {
+		name     string
+		file     readers.File
+		opts     []readers.Option
+		unit     int
+		is       error  // errors.Is target, optional
+		wantText string // the whole message, or its start when it ends in "…"
+	}{
+		{"missing file", readers.File{Path: filepath.Join(dir, "missing.parquet")}, nil, -1, fs.ErrNotExist,
+			filepath.Join(dir, "missing.parquet") + ": stat: no such file or directory"},
+		{"corrupt Parquet footer", readers.File{Path: truncated, Format: readers.FormatParquet}, nil, -1, readers.ErrCorrupt,
+			truncated + ": corrupt file: …"},
+		{"IPC stream cut in a batch", readers.File{Path: cut, Format: readers.FormatIPCStream}, nil, 0, readers.ErrCorrupt,
+			cut + ": stream 0: record batch 0: corrupt file: …"},
+		{"CSV bad row", readers.File{Path: badRow}, []readers.Option{readers.WithTable(table)}, 0, readers.ErrBadRow,
+			badRow + `: line 3, column "d": not a date (want the layout 2006-01-02)`},
+		{"CSV without a header", readers.File{Path: noHeader, Format: readers.FormatCSV}, nil, -1, readers.ErrCorrupt,
+			noHeader + ": corrupt file: empty file, no header row"},
+		{"partition value", readers.File{Path: part, Partitions: []readers.Partition{{Key: "d", Value: "oops"}}},
+			[]readers.Option{readers.WithTable(table)}, -1, nil,
+			part + ": partition d=oops: not a date (want the layout 2006-01-02)"},
+		{"no such unit", readers.File{Path: pq}, nil, 7, nil, pq + ": row group 7: no such unit (the file has 1 row groups)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			opts := append([]readers.Option{readers.WithAllocator(mem)}, tt.opts...)
+			var err error
+			if tt.name == "no such unit" {
+				src, oerr := readers.Open(context.Background(), tt.file, opts...)
+				if oerr != nil {
+					t.Fatal(oerr)
+				}
+				err = src.ReadUnit(context.Background(), 7, func(arrow.RecordBatch) error { return nil })
+				src.Close()
+			} else {
+				err = readFile(context.Background(), tt.file, opts...)
+			}
+			var fe *readers.FileError
+			if !errors.As(err, &fe) {
+				t.Fatalf("read = %v (%T); want a *readers.FileError", err, err)
+			}
+			if fe.Path != tt.file.Path || fe.Unit != tt.unit {
+				t.Errorf("FileError{Path: %q, Unit: %d}; want {%q, %d}", fe.Path, fe.Unit, tt.file.Path, tt.unit)
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tt.is)
+			}
+			msg := err.Error()
+			if want, prefix := strings.CutSuffix(tt.wantText, "…"); prefix && !strings.HasPrefix(msg, want) || !prefix && msg != want {
+				t.Errorf("Error() = %q; want %q", msg, tt.wantText)
+			}
+			if n := strings.Count(msg, tt.file.Path); n != 1 {
+				t.Errorf("Error() = %q names the path %d times; want once", msg, n)
+			}
+			if strings.Contains(msg, "SECRET") {
+				t.Errorf("Error() = %q quotes a value", msg)
+			}
+		})
+	}
+}
+
+// TestFileErrorCallerErrors checks that errors of the caller's own callbacks come back as they are,
+// not wrapped in a *FileError.
+func TestFileErrorCallerErrors(t *testing.T) {
+	dir := t.TempDir()
+	stop := errors.New("stop")
+	csvPath := filepath.Join(dir, "a.csv")
+	touch(t, csvPath, []byte("id\n1\nx\n"))
+	table, err := tableschema.ParseColumns("id BIGINT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := testRecord(t, memory.NewGoAllocator(), 0, 10)
+	defer rec.Release()
+	pq := filepath.Join(dir, "a.parquet")
+	writeParquet(t, pq, []arrow.RecordBatch{rec}, 100)
+	ipcPath := filepath.Join(dir, "a.arrow")
+	writeIPC(t, ipcPath, []arrow.RecordBatch{rec}, false)
+	part := filepath.Join(dir, "k=v", "b.arrows")
+	if err := os.MkdirAll(filepath.Dir(part), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeIPC(t, part, []arrow.RecordBatch{rec}, true)
+
+	tests := []struct {
+		name string
+		file readers.File
+		opts []readers.Option
+		fn   func(arrow.RecordBatch) error
+	}{
+		{"fn, Parquet", readers.File{Path: pq}, nil, func(arrow.RecordBatch) error { return stop }},
+		{"fn, IPC file", readers.File{Path: ipcPath}, nil, func(arrow.RecordBatch) error { return stop }},
+		{"fn, IPC stream with partitions", readers.File{Path: part, Partitions: []readers.Partition{{Key: "k", Value: "v"}}}, nil,
+			func(arrow.RecordBatch) error { return stop }},
+		{"fn, CSV", readers.File{Path: csvPath}, nil, func(arrow.RecordBatch) error { return stop }},
+		{"OnBadRow", readers.File{Path: csvPath}, []readers.Option{readers.WithTable(table),
+			readers.WithCSV(readers.CSVOptions{OnBadRow: func(readers.BadRow) error { return stop }})},
+			func(arrow.RecordBatch) error { return nil }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+			defer mem.AssertSize(t, 0)
+			src, err := readers.Open(context.Background(), tt.file, append([]readers.Option{readers.WithAllocator(mem)}, tt.opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			if err := src.ReadUnit(context.Background(), 0, tt.fn); err != stop { //nolint:errorlint // the callback's own error, not wrapped
+				t.Errorf("ReadUnit = %v (%T); want the callback's own error, unwrapped", err, err)
+			}
+		})
+	}
+}
+
+// TestFileErrorContext checks that a cancelled read is a *FileError that still matches the
+// context's error.
+func TestFileErrorContext(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a.csv")
+	touch(t, path, []byte("id\n1\n"))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := readers.Open(ctx, readers.File{Path: path})
+	var fe *readers.FileError
+	if !errors.As(err, &fe) || fe.Path != path || !errors.Is(err, context.Canceled) {
+		t.Errorf("Open(cancelled) = %v; want a *FileError for %s wrapping context.Canceled", err, path)
+	}
+	src, err := readers.Open(context.Background(), readers.File{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	err = src.ReadUnit(ctx, 0, func(arrow.RecordBatch) error { return nil })
+	if !errors.As(err, &fe) || fe.Unit != 0 || !errors.Is(err, context.Canceled) {
+		t.Errorf("ReadUnit(cancelled) = %v; want a *FileError for unit 0 wrapping context.Canceled", err)
+	}
+}
+
+// writeLargePage writes a Parquet file whose string column s is one zstd page of about 2.8 MiB
+// uncompressed (no dictionary), which compresses to far less, as real files with huge pages do. It
+// returns the values written, null for every seventh row.
+func writeLargePage(t *testing.T, path string) []*string {
+	t.Helper()
+	schema := arrow.NewSchema([]arrow.Field{{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true}}, nil)
+	b := array.NewStringBuilder(memory.NewGoAllocator())
+	defer b.Release()
+	var want []*string
+	for i := range 3000 {
+		if i%7 == 3 {
+			b.AppendNull()
+			want = append(want, nil)
+			continue
+		}
+		v := fmt.Sprintf("%06d:%s", i, strings.Repeat("x", 1100))
+		b.Append(v)
+		want = append(want, &v)
+	}
+	col := b.NewArray()
+	defer col.Release()
+	rec := array.NewRecordBatch(schema, []arrow.Array{col}, int64(col.Len()))
+	defer rec.Release()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := parquet.NewWriterProperties(parquet.WithDictionaryDefault(false), parquet.WithDataPageSize(64<<20),
+		parquet.WithBatchSize(1<<20), parquet.WithCompression(compress.Codecs.Zstd), parquet.WithMaxRowGroupLength(1<<20))
+	w, err := pqarrow.NewFileWriter(schema, f, props, pqarrow.DefaultWriterProps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+func TestMaxPageBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "large-page.parquet")
+	want := writeLargePage(t, path)
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() > 1<<20 {
+		t.Fatalf("the file takes %d bytes; want it well compressed (under 1 MiB)", st.Size())
+	}
+	const mib = 1 << 20
+
+	read := func(t *testing.T, opts ...readers.Option) ([]*string, error) {
+		mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+		defer mem.AssertSize(t, 0)
+		src, err := readers.Open(context.Background(), readers.File{Path: path}, append(opts, readers.WithAllocator(mem))...)
+		if err != nil {
+			return nil, err
+		}
+		defer src.Close()
+		var got []*string
+		for _, u := range src.Units() {
+			err := src.ReadUnit(context.Background(), u.Index, func(rec arrow.RecordBatch) error {
+				col := rec.Column(0).(*array.String)
+				for i := 0; i < col.Len(); i++ {
+					if col.IsNull(i) {
+						got = append(got, nil)
+						continue
+					}
+					v := col.Value(i)
+					got = append(got, &v)
+				}
+				return nil
+			})
+			if err != nil {
+				return got, err
+			}
+		}
+		return got, nil
+	}
+	same := func(t *testing.T, got []*string) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("read %d rows; want %d", len(got), len(want))
+		}
+		for i := range want {
+			if (got[i] == nil) != (want[i] == nil) || got[i] != nil && *got[i] != *want[i] {
+				t.Fatalf("row %d = %v; want %v", i, got[i], want[i])
+			}
+		}
+	}
+
+	t.Run("over the page limit", func(t *testing.T) {
+		for _, crc := range []bool{true, false} {
+			_, err := read(t, readers.WithMaxPageBytes(mib), readers.WithVerifyChecksums(crc))
+			var pe *readers.PageTooLargeError
+			if !errors.As(err, &pe) {
+				t.Fatalf("read with a 1 MiB page limit (checksums %t) = %v; want a *PageTooLargeError", crc, err)
+			}
+			if pe.Path != path || pe.Column != "s" || pe.RowGroup != 0 || pe.Limit != mib || pe.Size < 2*mib || pe.Size > 4*mib {
+				t.Errorf("PageTooLargeError = %+v; want {%s s 0 ~2.8MiB %d}", *pe, path, mib)
+			}
+			if errors.Is(err, readers.ErrCorrupt) {
+				t.Errorf("read = %v; want it not to be ErrCorrupt (the file is valid)", err)
+			}
+			var fe *readers.FileError
+			if !errors.As(err, &fe) || fe.Path != path || fe.Unit != 0 {
+				t.Errorf("read = %v; want it wrapped in a *FileError for row group 0", err)
+			}
+			wantMsg := fmt.Sprintf(`%s: column "s" row group 0: page of %d bytes exceeds the page limit of %d bytes`, path, pe.Size, mib)
+			if err.Error() != wantMsg {
+				t.Errorf("Error() = %q; want %q", err, wantMsg)
+			}
+		}
+	})
+	t.Run("within the page limit, over the allocation cap", func(t *testing.T) {
+		// The page's values need buffers over a 1 MiB cap: a page the limit lets through raises
+		// the cap for its row group rather than failing as a corrupt length.
+		for _, opts := range [][]readers.Option{
+			{readers.WithMaxAllocation(mib)},
+			{readers.WithMaxAllocation(mib), readers.WithMaxPageBytes(4 * mib)},
+		} {
+			got, err := read(t, opts...)
+			if err != nil {
+				t.Fatalf("read with a 1 MiB allocation cap = %v", err)
+			}
+			same(t, got)
+		}
+	})
+	t.Run("default page limit", func(t *testing.T) {
+		got, err := read(t)
+		if err != nil {
+			t.Fatalf("read = %v", err)
+		}
+		same(t, got)
+	})
+	t.Run("bad values keep the default", func(t *testing.T) {
+		for _, n := range []int64{0, -1} {
+			got, err := read(t, readers.WithMaxPageBytes(n))
+			if err != nil {
+				t.Fatalf("read with WithMaxPageBytes(%d) = %v", n, err)
+			}
+			same(t, got)
+		}
+	})
+}
+
+// encodedColumn is a column of an encoding or view type and its rows as JSON.
+type encodedColumn struct {
+	name string
+	dt   arrow.DataType
+	json string // 6 rows
+}
+
+var encodedColumns = []encodedColumn{
+	{"ree_int", arrow.RunEndEncodedOf(arrow.PrimitiveTypes.Int32, arrow.PrimitiveTypes.Int64), `[5, 5, 5, null, null, 7]`},
+	{"ree_str", arrow.RunEndEncodedOf(arrow.PrimitiveTypes.Int16, arrow.BinaryTypes.String), `["a", "a", null, "bb", "bb", "bb"]`},
+	{"ree_view", arrow.RunEndEncodedOf(arrow.PrimitiveTypes.Int64, arrow.BinaryTypes.StringView),
+		`["a string longer than twelve bytes", "a string longer than twelve bytes", "short", null, "short", "short"]`},
+	{"ree_struct", arrow.RunEndEncodedOf(arrow.PrimitiveTypes.Int32, arrow.StructOf(
+		arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+		arrow.Field{Name: "b", Type: arrow.BinaryTypes.String, Nullable: true})),
+		`[{"a": 1, "b": "x"}, {"a": 1, "b": "x"}, null, {"a": null, "b": "y"}, {"a": null, "b": "y"}, {"a": 2, "b": null}]`},
+	{"ree_list", arrow.RunEndEncodedOf(arrow.PrimitiveTypes.Int32, arrow.ListOf(arrow.PrimitiveTypes.Int64)),
+		`[[1, 2], [1, 2], [], null, [null, 3], [null, 3]]`},
+	{"lv", arrow.ListViewOf(arrow.PrimitiveTypes.Int32), ``}, // built by hand: views out of order, overlapping
+	{"llv", arrow.LargeListViewOf(arrow.BinaryTypes.String), `[["a", null], null, [], ["b"], ["c", "d", "e"], null]`},
+	{"lv_view", arrow.ListViewOf(arrow.BinaryTypes.StringView), `[["x", "a string longer than twelve bytes"], null, [null], [], ["y"], ["z"]]`},
+	{"sv", arrow.BinaryTypes.StringView, `["", "short", "a string longer than twelve bytes", null, "ü", "another string of some length"]`},
+	{"bv", arrow.BinaryTypes.BinaryView, `["AA==", null, "AAECAwQFBgcICQoLDA0ODxA=", "", "/w==", null]`},
+	{"st", arrow.StructOf(
+		arrow.Field{Name: "s", Type: arrow.BinaryTypes.StringView, Nullable: true},
+		arrow.Field{Name: "l", Type: arrow.LargeListViewOf(arrow.PrimitiveTypes.Float64), Nullable: true}),
+		`[{"s": "p", "l": [1.5]}, null, {"s": null, "l": null}, {"s": "a string longer than twelve bytes", "l": []}, {"s": "q", "l": [2, null]}, {"s": "r", "l": [3]}]`},
+	{"m", arrow.MapOf(arrow.BinaryTypes.String, arrow.ListViewOf(arrow.PrimitiveTypes.Int64)),
+		`[[{"key": "k", "value": [1, 2]}], null, [], [{"key": "a", "value": null}, {"key": "b", "value": [3]}], [{"key": "c", "value": []}], null]`},
+	{"ls", arrow.ListOf(arrow.BinaryTypes.StringView), `[["a", null], null, [], ["a string longer than twelve bytes"], ["b"], ["c"]]`},
+	{"dict_view", &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.StringView}, ``}, // by hand
+	// (arrow-go v18.8.0's IPC writer cannot write a run-end encoded list element.)
+	{"st_ree", arrow.StructOf(arrow.Field{Name: "r", Type: arrow.RunEndEncodedOf(arrow.PrimitiveTypes.Int32, arrow.BinaryTypes.String), Nullable: true}),
+		`[{"r": "a"}, {"r": "a"}, null, {"r": null}, {"r": "b"}, {"r": "b"}]`},
+}
+
+// listViewColumn builds a list_view<int32> whose views are out of order and overlap, with nulls:
+// rows [3 4], null, [1 2 3], [], [0], [2 3 4].
+func listViewColumn(t *testing.T, mem memory.Allocator) arrow.Array {
+	t.Helper()
+	child, _, err := array.FromJSON(mem, arrow.PrimitiveTypes.Int32, strings.NewReader(`[10, null, 12, 13, 14]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer child.Release()
+	offsets := memory.NewBufferBytes(arrow.Int32Traits.CastToBytes([]int32{3, 99, 1, 0, 0, 2}))
+	sizes := memory.NewBufferBytes(arrow.Int32Traits.CastToBytes([]int32{2, 0, 3, 0, 1, 3}))
+	valid := memory.NewBufferBytes([]byte{0b111101})
+	d := array.NewData(arrow.ListViewOf(arrow.PrimitiveTypes.Int32), 6, []*memory.Buffer{valid, offsets, sizes}, []arrow.ArrayData{child.Data()}, 1, 0)
+	defer d.Release()
+	return array.MakeFromData(d)
+}
+
+// dictViewColumn builds a dictionary<int8, string_view>: rows "a string longer than twelve bytes",
+// null, "y", "a string longer than twelve bytes", "y", "z".
+func dictViewColumn(t *testing.T, mem memory.Allocator) arrow.Array {
+	t.Helper()
+	dict, _, err := array.FromJSON(mem, arrow.BinaryTypes.StringView, strings.NewReader(`["y", "a string longer than twelve bytes", "z"]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dict.Release()
+	idx, _, err := array.FromJSON(mem, arrow.PrimitiveTypes.Int8, strings.NewReader(`[1, null, 0, 1, 0, 2]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idx.Release()
+	return array.NewDictionaryArray(&arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.StringView}, idx, dict)
+}
+
+func encodedRecord(t *testing.T, mem memory.Allocator) arrow.RecordBatch {
+	t.Helper()
+	fields := make([]arrow.Field, len(encodedColumns))
+	cols := make([]arrow.Array, len(encodedColumns))
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for i, c := range encodedColumns {
+		fields[i] = arrow.Field{Name: c.name, Type: c.dt, Nullable: true}
+		switch c.name {
+		case "lv":
+			cols[i] = listViewColumn(t, mem)
+			continue
+		case "dict_view":
+			cols[i] = dictViewColumn(t, mem)
+			continue
+		}
+		a, _, err := array.FromJSON(mem, c.dt, strings.NewReader(c.json))
+		if err != nil {
+			t.Fatalf("column %s: FromJSON: %v", c.name, err)
+		}
+		cols[i] = a
+	}
+	return array.NewRecordBatch(arrow.NewSchema(fields, nil), cols, 6)
+}
+
+// TestEncodedColumnsDecoded writes run-end encoded and view columns (nested too, nulls included) as
+// Arrow IPC files and streams, and checks that readers hands them out as plain types that
+// tableschema maps like `table create --like` and schemamatch loads, value for value.
+func TestEncodedColumnsDecoded(t *testing.T) {
+	gen := memory.NewGoAllocator()
+	rec := encodedRecord(t, gen)
+	defer rec.Release()
+	// Two batches. (Not a slice: arrow-go v18.8.0's IPC writer miscomputes a sliced list view's
+	// offsets.) Decoding sees slices with the small batch size, which decodes a few rows at a time.
+	recs := []arrow.RecordBatch{rec, rec}
+
+	// The table as `table create --like` derives it from the file's own schema.
+	table, err := tableschema.FromArrow(rec.Schema())
+	if err != nil {
+		t.Fatalf("FromArrow(%s) = %v", rec.Schema(), err)
+	}
+	const wantSQL = "ree_int BIGINT, ree_str STRING, ree_view STRING, ree_struct STRUCT<a: INT, b: STRING>, ree_list ARRAY<BIGINT>, " +
+		"lv ARRAY<INT>, llv ARRAY<STRING>, lv_view ARRAY<STRING>, sv STRING, bv BINARY, st STRUCT<s: STRING, l: ARRAY<DOUBLE>>, " +
+		"m MAP<STRING, ARRAY<BIGINT>>, ls ARRAY<STRING>, dict_view STRING, st_ree STRUCT<r: STRING>"
+	if got := table.SQL(); got != wantSQL {
+		t.Fatalf("FromArrow() = %s\nwant        %s", got, wantSQL)
+	}
+	var want []fixture.Row
+	for _, r := range recs {
+		for i := 0; i < int(r.NumRows()); i++ {
+			row := fixture.Row{}
+			for k, f := range table.Fields {
+				row[f.Name] = fixture.Canonical(r.Column(k), i, f.Type)
+			}
+			want = append(want, row)
+		}
+	}
+
+	dir := t.TempDir()
+	for _, stream := range []bool{false, true} {
+		name := "encoded.arrow"
+		if stream {
+			name = "encoded.arrows"
+		}
+		path := filepath.Join(dir, name)
+		writeIPC(t, path, recs, stream)
+		for _, batchBytes := range []int64{64, 8 << 20} {
+			t.Run(name, func(t *testing.T) {
+				mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+				defer mem.AssertSize(t, 0)
+				src, err := readers.Open(context.Background(), readers.File{Path: path},
+					readers.WithAllocator(mem), readers.WithBatchBytes(batchBytes))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer src.Close()
+				if s, err := tableschema.FromArrow(src.Schema()); err != nil || s.SQL() != wantSQL {
+					t.Errorf("FromArrow(Schema()) = %v, %v; want %s", s, err, wantSQL)
+				}
+				for _, f := range src.Schema().Fields() {
+					if s := f.Type.String(); strings.Contains(s, "view") || strings.Contains(s, "run_end") {
+						t.Errorf("Schema() column %s is %s; want a plain type", f.Name, s)
+					}
+				}
+				plan, err := schemamatch.NewPlan(src.Schema(), table, schemamatch.WithAllocator(mem))
+				if err != nil {
+					t.Fatalf("NewPlan = %v", err)
+				}
+				var got []arrow.RecordBatch
+				defer func() {
+					for _, r := range got {
+						r.Release()
+					}
+				}()
+				for _, u := range src.Units() {
+					err := src.ReadUnit(context.Background(), u.Index, func(b arrow.RecordBatch) error {
+						if !b.Schema().Equal(src.Schema()) {
+							t.Errorf("batch schema %s differs from Schema() %s", b.Schema(), src.Schema())
+						}
+						out, err := plan.Apply(b)
+						if err != nil {
+							return err
+						}
+						got = append(got, out)
+						return nil
+					})
+					if err != nil {
+						t.Fatalf("ReadUnit(%d) = %v", u.Index, err)
+					}
+				}
+				if diffs := fixture.DiffRows(fixture.Rows(got), want, 10); len(diffs) > 0 {
+					t.Errorf("loaded rows differ:\n%s", strings.Join(diffs, "\n"))
+				}
+			})
+		}
 	}
 }
