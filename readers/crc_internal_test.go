@@ -16,7 +16,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/loaderproject/loader/internal/fixture"
 )
 
 // TestPageChecksum flips one byte inside a checksummed page of a valid corpus file: the read must
@@ -198,18 +199,7 @@ func TestPageHeaderContradictsFooter(t *testing.T) {
 	col.Release()
 	defer rec.Release()
 	path := filepath.Join(dir, "a.parquet")
-	fh, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := pqarrow.NewFileWriter(schema, fh, parquet.NewWriterProperties(parquet.WithDictionaryDefault(false)), pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
+	if err := fixture.WriteParquetRecord(path, rec, parquet.NewWriterProperties(parquet.WithDictionaryDefault(false))); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(path)

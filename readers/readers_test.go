@@ -955,20 +955,9 @@ func writeLargePage(t *testing.T, path string) []*string {
 	defer col.Release()
 	rec := array.NewRecordBatch(schema, []arrow.Array{col}, int64(col.Len()))
 	defer rec.Release()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	props := parquet.NewWriterProperties(parquet.WithDictionaryDefault(false), parquet.WithDataPageSize(64<<20),
 		parquet.WithBatchSize(1<<20), parquet.WithCompression(compress.Codecs.Zstd), parquet.WithMaxRowGroupLength(1<<20))
-	w, err := pqarrow.NewFileWriter(schema, f, props, pqarrow.DefaultWriterProps())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Write(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
+	if err := fixture.WriteParquetRecord(path, rec, props); err != nil {
 		t.Fatal(err)
 	}
 	return want

@@ -303,21 +303,16 @@ func drain(st flight.FlightService_DoPutClient) ([]zerobus.Ack, error) {
 	if err := st.CloseSend(); err != nil {
 		return nil, err
 	}
+	raw, err := putResults(st)
 	var acks []zerobus.Ack
-	for {
-		res, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			return acks, nil
-		}
-		if err != nil {
-			return acks, err
-		}
-		a, perr := zerobus.ParseAck(res.GetAppMetadata())
+	for _, r := range raw {
+		a, perr := zerobus.ParseAck([]byte(r))
 		if perr != nil {
 			return acks, perr
 		}
 		acks = append(acks, a)
 	}
+	return acks, err
 }
 
 // action runs a sinkapi action and decodes its JSON result into out.

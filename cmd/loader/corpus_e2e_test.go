@@ -1,11 +1,7 @@
 package main_test
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -28,24 +24,10 @@ var crashDump = regexp.MustCompile(`(?m)^(panic: |fatal error: )|goroutine \d+ \
 // -parallel says.
 var corpusSlots = make(chan struct{}, 4)
 
-// runBounded runs the binary with a deadline and reports whether it ended by itself.
+// runBounded runs the binary with the corpus deadline and reports whether it ended by itself.
 func runBounded(t *testing.T, args ...string) (r result, ended bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), corpusTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("loader %v: %v", args, err)
-	}
-	return result{out.String(), errb.String(), code}, ctx.Err() == nil
+	return runFor(t, corpusTimeout, args...)
 }
 
 // extensions name a corpus file's format, so the loader decodes it rather than refusing an unknown

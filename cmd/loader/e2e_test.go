@@ -23,6 +23,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 
 	"github.com/loaderproject/loader/internal/fixture"
+	"github.com/loaderproject/loader/load"
 	"github.com/loaderproject/loader/tableschema"
 	"github.com/loaderproject/loader/warehouse"
 )
@@ -56,7 +57,14 @@ type result struct {
 // loader runs the binary to completion with a deadline.
 func loader(t *testing.T, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	r, _ := runFor(t, 3*time.Minute, args...)
+	return r
+}
+
+// runFor runs the binary for at most timeout and reports whether it ended by itself.
+func runFor(t *testing.T, timeout time.Duration, args ...string) (r result, ended bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+t.TempDir())
@@ -70,7 +78,7 @@ func loader(t *testing.T, args ...string) result {
 	} else if err != nil {
 		t.Fatalf("loader %v: %v", args, err)
 	}
-	return result{out.String(), errb.String(), code}
+	return result{out.String(), errb.String(), code}, ctx.Err() == nil
 }
 
 func mustLoader(t *testing.T, args ...string) result {
@@ -163,20 +171,8 @@ func writeParquetParts(t *testing.T, parts int, rowsPer int64) string {
 	return dir
 }
 
-type summary struct {
-	Files          int     `json:"files"`
-	Rows           int64   `json:"rows"`
-	Bytes          int64   `json:"bytes"`
-	Seconds        float64 `json:"seconds"`
-	RowsPerSecond  float64 `json:"rows_per_second"`
-	BytesPerSecond float64 `json:"bytes_per_second"`
-	Streams        int     `json:"streams"`
-	Retries        int64   `json:"retries"`
-	SkippedUnits   int64   `json:"skipped_units"`
-	VerifiedRows   *int64  `json:"verified_rows"`
-}
-
-func parseSummary(t *testing.T, stdout string) summary {
+// parseSummary reads the --json summary, checking the agreed keys are there.
+func parseSummary(t *testing.T, stdout string) load.Summary {
 	t.Helper()
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(stdout), &raw); err != nil {
@@ -187,7 +183,7 @@ func parseSummary(t *testing.T, stdout string) summary {
 			t.Errorf("--json output lacks key %q: %s", k, stdout)
 		}
 	}
-	var s summary
+	var s load.Summary
 	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
 		t.Fatal(err)
 	}
