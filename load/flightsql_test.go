@@ -329,3 +329,31 @@ func TestFlightSQLWithoutGetTablesOrSQL(t *testing.T) {
 		})
 	}
 }
+
+// TestFlightSQLOverride: against the sink's own Flight SQL service, which describes the table
+// faithfully, given columns that differ (the nullable "extra" left out) are used instead, with one
+// warning saying so; the load is verified with SELECT count(*).
+func TestFlightSQLOverride(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	dir, wh := newWarehouse(t, fixture.TableColumns)
+	_, endpoint := startSink(t, wh)
+	cfg := baseConfig(t, mem, flightSQLFiles(t, 300))
+	cfg.Endpoint, cfg.Protocol = endpoint, flightclient.FlightSQL
+	given, err := tableschema.ParseColumns(strings.TrimSuffix(fixture.TableColumns, ", extra STRING"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.TableSchema = given
+	var logs bytes.Buffer
+	cfg.Logger = logTo(&logs)
+	sum := run(t, cfg)
+	if sum.Rows != 300 || sum.VerifiedRows == nil || *sum.VerifiedRows != 300 {
+		t.Errorf("summary = %+v; want 300 rows, verified", sum)
+	}
+	checkTable(t, dir, fixture.IDs(0, 300), fixture.Expected)
+	if n := strings.Count(logs.String(), "\n"); n != 1 || !strings.Contains(logs.String(), "differs from the target's description") ||
+		!strings.Contains(logs.String(), "extra STRING") {
+		t.Errorf("log = %q; want one warning naming both schemas", logs.String())
+	}
+}
