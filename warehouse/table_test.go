@@ -9,10 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/tableschema"
 	"github.com/loaderproject/loader/warehouse"
 )
@@ -278,22 +278,14 @@ func TestCreateTableErrors(t *testing.T) {
 func TestCreateTableConcurrent(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	const n = 8
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wh, err := warehouse.Open(dir) // separate Warehouses, like separate processes
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			_, errs[i] = wh.CreateTable(ctx, mustName(t, "c.s.t"), mustColumns(t, fmt.Sprintf("c%d INT", i)))
-		}()
-	}
-	wg.Wait()
+	errs := fixture.Concurrently(8, func(i int) error {
+		wh, err := warehouse.Open(dir) // separate Warehouses, like separate processes
+		if err != nil {
+			return err
+		}
+		_, err = wh.CreateTable(ctx, mustName(t, "c.s.t"), mustColumns(t, fmt.Sprintf("c%d INT", i)))
+		return err
+	})
 	created := 0
 	for _, err := range errs {
 		switch {
