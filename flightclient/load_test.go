@@ -228,42 +228,43 @@ func TestLoadRotation(t *testing.T) {
 func TestLoadAckTimeout(t *testing.T) {
 	mem := checked(t)
 	srv := newServer(t, mem)
-	srv.onFrame = func(c *call) error {
-		if c.n == 0 {
-			<-c.stream.Context().Done() // never ack; wait for the client to give up
-			return c.stream.Context().Err()
-		}
-		return c.ackAll()
-	}
+	srv.onFrame = stallFirstCall(func(c *call) error { return c.ackAll() }) // never ack the first
 	srv.start(t)
 	fx := newFixture(t, mem, 500, 2<<10)
 	// The timeout is short for the test; on a loaded machine it may also cut a healthy call whose
 	// ack was late, which at-least-once delivery allows: so check for no loss, not for no duplicate.
-	c := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithAckTimeout(50*time.Millisecond),
-		flightclient.WithRetry(20, time.Millisecond, time.Millisecond))
-	stats, _ := loadAll(t.Context(), t, c, fx, 1)
+	loadRetried(t, srv, fx, flightclient.WithAckTimeout(50*time.Millisecond))
 	srv.checkDurableAtLeastOnce(t, fx.rows)
-	if stats.Retries < 1 {
-		t.Errorf("Stats.Retries = %d; want at least 1", stats.Retries)
-	}
 }
 
 func TestLoadReadyTimeout(t *testing.T) {
 	mem := checked(t)
 	srv := newServer(t, mem)
-	srv.onSetup = func(c *call) error {
-		if c.n == 0 {
-			<-c.stream.Context().Done() // no READY
-			return c.stream.Context().Err()
-		}
-		return nil
-	}
+	srv.onSetup = stallFirstCall(func(*call) error { return nil }) // no READY on the first
 	srv.start(t)
 	fx := newFixture(t, mem, 100, 1<<20)
-	c := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithReadyTimeout(50*time.Millisecond),
-		flightclient.WithRetry(20, time.Millisecond, time.Millisecond))
-	stats, _ := loadAll(t.Context(), t, c, fx, 1)
+	loadRetried(t, srv, fx, flightclient.WithReadyTimeout(50*time.Millisecond))
 	srv.checkDurable(t, fx.rows)
+}
+
+// stallFirstCall is a server hook that holds the first call until the client gives up on it, and
+// answers the others with next.
+func stallFirstCall(next func(c *call) error) func(c *call) error {
+	return func(c *call) error {
+		if c.n == 0 {
+			<-c.stream.Context().Done()
+			return c.stream.Context().Err()
+		}
+		return next(c)
+	}
+}
+
+// loadRetried loads fx over one Zerobus stream with timeout, an option that makes the client give
+// up on a stalled call, and fast retries, and checks that at least one call was retried.
+func loadRetried(t *testing.T, srv *server, fx *fixture, timeout flightclient.Option) {
+	t.Helper()
+	c := testClient(t, srv.endpoint(), flightclient.Zerobus, timeout, flightclient.WithRetry(20, time.Millisecond, time.Millisecond))
+	stats, _ := loadAll(t.Context(), t, c, fx, 1)
 	if stats.Retries < 1 {
 		t.Errorf("Stats.Retries = %d; want at least 1", stats.Retries)
 	}
