@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/tableschema"
 	"github.com/loaderproject/loader/warehouse"
@@ -42,6 +44,15 @@ func openWH(t testing.TB, opts ...warehouse.Option) *warehouse.Warehouse {
 		t.Fatal(err)
 	}
 	return wh
+}
+
+// checkedTable creates table c.s.t of cols in a new warehouse that allocates from the checked
+// allocator it returns, which must hold nothing once the test and its deferred releases are done.
+func checkedTable(t *testing.T, cols string) (*memory.CheckedAllocator, *warehouse.Table) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	t.Cleanup(func() { mem.AssertSize(t, 0) })
+	return mem, createTable(t, openWH(t, warehouse.WithAllocator(mem)), "c.s.t", cols)
 }
 
 func createTable(t testing.TB, wh *warehouse.Warehouse, name, cols string) *warehouse.Table {
