@@ -307,18 +307,12 @@ func TestLoadProtocolViolations(t *testing.T) {
 func TestLoadFatalStatuses(t *testing.T) {
 	for _, code := range []codes.Code{codes.NotFound, codes.PermissionDenied, codes.InvalidArgument} {
 		t.Run(code.String(), func(t *testing.T) {
-			mem := checked(t)
-			srv := newServer(t, mem)
-			srv.onSetup = func(*call) error { return status.Error(code, "injected") }
-			srv.start(t)
-			fx := newFixture(t, mem, 100, 1<<20)
-			c := testClient(t, srv.endpoint(), flightclient.Zerobus)
-			stats, _, err := load(t.Context(), t, c, fx, 1)
+			stats, calls, err := loadRejected(t, status.Error(code, "injected"))
 			if status.Code(err) != code {
 				t.Fatalf("Load() = %v; want %s", err, code)
 			}
-			if stats.Retries != 0 || srv.callCount() != 1 {
-				t.Errorf("Stats.Retries = %d after %d calls; want 0 after 1", stats.Retries, srv.callCount())
+			if stats.Retries != 0 || calls != 1 {
+				t.Errorf("Stats.Retries = %d after %d calls; want 0 after 1", stats.Retries, calls)
 			}
 		})
 	}
@@ -337,19 +331,27 @@ func TestLoadWrongToken(t *testing.T) {
 }
 
 func TestLoadRetriesExhausted(t *testing.T) {
-	mem := checked(t)
-	srv := newServer(t, mem)
-	srv.onSetup = func(*call) error { return status.Error(codes.Unavailable, "down") }
-	srv.start(t)
-	fx := newFixture(t, mem, 10, 1<<20)
-	c := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithRetry(2, time.Millisecond, time.Millisecond))
-	stats, _, err := load(t.Context(), t, c, fx, 1)
+	stats, calls, err := loadRejected(t, status.Error(codes.Unavailable, "down"), flightclient.WithRetry(2, time.Millisecond, time.Millisecond))
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "giving up after 2 retries") {
 		t.Fatalf("Load() = %v; want Unavailable after 2 retries", err)
 	}
-	if stats.Retries != 2 || srv.callCount() != 3 {
-		t.Errorf("Stats.Retries = %d, calls = %d; want 2 and 3", stats.Retries, srv.callCount())
+	if stats.Retries != 2 || calls != 3 {
+		t.Errorf("Stats.Retries = %d, calls = %d; want 2 and 3", stats.Retries, calls)
 	}
+}
+
+// loadRejected loads a few rows with opts through a server that answers every call's setup with
+// setupErr, and returns the load's stats, the number of calls the server saw and the load's error.
+func loadRejected(t *testing.T, setupErr error, opts ...flightclient.Option) (flightclient.Stats, int, error) {
+	t.Helper()
+	mem := checked(t)
+	srv := newServer(t, mem)
+	srv.onSetup = func(*call) error { return setupErr }
+	srv.start(t)
+	fx := newFixture(t, mem, 10, 1<<20)
+	c := testClient(t, srv.endpoint(), flightclient.Zerobus, opts...)
+	stats, _, err := load(t.Context(), t, c, fx, 1)
+	return stats, srv.callCount(), err
 }
 
 // TestLoadTokenPerCall checks the token source is asked on every DoPut, reconnections included.
