@@ -437,11 +437,16 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, q...)
 }
 
-func appendAckLine(b []byte, f, u int, r Range) []byte {
+// appendUnitLine appends the start of a line about unit u of file f: `{"f":F,"u":U`.
+func appendUnitLine(b []byte, f, u int) []byte {
 	b = append(b, `{"f":`...)
 	b = strconv.AppendInt(b, int64(f), 10)
 	b = append(b, `,"u":`...)
-	b = strconv.AppendInt(b, int64(u), 10)
+	return strconv.AppendInt(b, int64(u), 10)
+}
+
+func appendAckLine(b []byte, f, u int, r Range) []byte {
+	b = appendUnitLine(b, f, u)
 	b = append(b, `,"from":`...)
 	b = strconv.AppendInt(b, r.From, 10)
 	b = append(b, `,"to":`...)
@@ -450,10 +455,7 @@ func appendAckLine(b []byte, f, u int, r Range) []byte {
 }
 
 func appendRowsLine(b []byte, f, u int, rows int64) []byte {
-	b = append(b, `{"f":`...)
-	b = strconv.AppendInt(b, int64(f), 10)
-	b = append(b, `,"u":`...)
-	b = strconv.AppendInt(b, int64(u), 10)
+	b = appendUnitLine(b, f, u)
 	b = append(b, `,"rows":`...)
 	b = strconv.AppendInt(b, rows, 10)
 	return append(b, "}\n"...)
