@@ -313,33 +313,25 @@ func TestCreateTableConcurrent(t *testing.T) {
 
 func TestLogErrors(t *testing.T) {
 	ctx := context.Background()
+	const v1 = "00000000000000000001.json"
 	tests := []struct {
 		name  string
-		setup func(t *testing.T, logDir string)
+		file  string // written into the table's _delta_log with data
+		data  string
 		want  error
 		parts []string
 	}{
-		{"checkpoint", func(t *testing.T, logDir string) {
-			write(t, filepath.Join(logDir, "_last_checkpoint"), `{"version":10,"size":3}`)
-		}, warehouse.ErrCheckpointUnsupported, []string{"checkpoint"}},
-		{"garbage line", func(t *testing.T, logDir string) {
-			write(t, filepath.Join(logDir, "00000000000000000001.json"), "{\"commitInfo\":{}}\n{not json\n")
-		}, warehouse.ErrCorruptLog, []string{"00000000000000000001.json", "line 2"}},
-		{"add without path", func(t *testing.T, logDir string) {
-			write(t, filepath.Join(logDir, "00000000000000000001.json"), "{\"add\":{\"size\":3}}\n")
-		}, warehouse.ErrCorruptLog, []string{"00000000000000000001.json", "line 1"}},
-		{"two actions on a line", func(t *testing.T, logDir string) {
-			write(t, filepath.Join(logDir, "00000000000000000001.json"), "\n{\"txn\":{\"appId\":\"a\",\"version\":1},\"remove\":{\"path\":\"x\"}}\n")
-		}, warehouse.ErrCorruptLog, []string{"00000000000000000001.json", "line 2"}},
-		{"not an object", func(t *testing.T, logDir string) {
-			write(t, filepath.Join(logDir, "00000000000000000001.json"), "[1]\n")
-		}, warehouse.ErrCorruptLog, []string{"00000000000000000001.json", "line 1"}},
+		{"checkpoint", "_last_checkpoint", `{"version":10,"size":3}`, warehouse.ErrCheckpointUnsupported, []string{"checkpoint"}},
+		{"garbage line", v1, "{\"commitInfo\":{}}\n{not json\n", warehouse.ErrCorruptLog, []string{v1, "line 2"}},
+		{"add without path", v1, "{\"add\":{\"size\":3}}\n", warehouse.ErrCorruptLog, []string{v1, "line 1"}},
+		{"two actions on a line", v1, "\n{\"txn\":{\"appId\":\"a\",\"version\":1},\"remove\":{\"path\":\"x\"}}\n", warehouse.ErrCorruptLog, []string{v1, "line 2"}},
+		{"not an object", v1, "[1]\n", warehouse.ErrCorruptLog, []string{v1, "line 1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			wh := openWH(t)
 			tbl := createTable(t, wh, "c.s.t", "id INT")
-			tt.setup(t, filepath.Join(tbl.Dir(), "_delta_log"))
+			write(t, filepath.Join(tbl.Dir(), "_delta_log", tt.file), tt.data)
 			_, _, err := tbl.Count(ctx)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Count() err = %v; want %v", err, tt.want)
