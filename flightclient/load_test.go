@@ -228,42 +228,43 @@ func TestLoadRotation(t *testing.T) {
 func TestLoadAckTimeout(t *testing.T) {
 	mem := checked(t)
 	srv := newServer(t, mem)
-	srv.onFrame = func(c *call) error {
-		if c.n == 0 {
-			<-c.stream.Context().Done() // never ack; wait for the client to give up
-			return c.stream.Context().Err()
-		}
-		return c.ackAll()
-	}
+	srv.onFrame = stallFirstCall(func(c *call) error { return c.ackAll() }) // never ack the first
 	srv.start(t)
 	fx := newFixture(t, mem, 500, 2<<10)
 	// The timeout is short for the test; on a loaded machine it may also cut a healthy call whose
 	// ack was late, which at-least-once delivery allows: so check for no loss, not for no duplicate.
-	c := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithAckTimeout(50*time.Millisecond),
-		flightclient.WithRetry(20, time.Millisecond, time.Millisecond))
-	stats, _ := loadAll(t.Context(), t, c, fx, 1)
+	loadRetried(t, srv, fx, flightclient.WithAckTimeout(50*time.Millisecond))
 	srv.checkDurableAtLeastOnce(t, fx.rows)
-	if stats.Retries < 1 {
-		t.Errorf("Stats.Retries = %d; want at least 1", stats.Retries)
-	}
 }
 
 func TestLoadReadyTimeout(t *testing.T) {
 	mem := checked(t)
 	srv := newServer(t, mem)
-	srv.onSetup = func(c *call) error {
-		if c.n == 0 {
-			<-c.stream.Context().Done() // no READY
-			return c.stream.Context().Err()
-		}
-		return nil
-	}
+	srv.onSetup = stallFirstCall(func(*call) error { return nil }) // no READY on the first
 	srv.start(t)
 	fx := newFixture(t, mem, 100, 1<<20)
-	c := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithReadyTimeout(50*time.Millisecond),
-		flightclient.WithRetry(20, time.Millisecond, time.Millisecond))
-	stats, _ := loadAll(t.Context(), t, c, fx, 1)
+	loadRetried(t, srv, fx, flightclient.WithReadyTimeout(50*time.Millisecond))
 	srv.checkDurable(t, fx.rows)
+}
+
+// stallFirstCall is a server hook that holds the first call until the client gives up on it, and
+// answers the others with next.
+func stallFirstCall(next func(c *call) error) func(c *call) error {
+	return func(c *call) error {
+		if c.n == 0 {
+			<-c.stream.Context().Done()
+			return c.stream.Context().Err()
+		}
+		return next(c)
+	}
+}
+
+// loadRetried loads fx over one Zerobus stream with timeout, an option that makes the client give
+// up on a stalled call, and fast retries, and checks that at least one call was retried.
+func loadRetried(t *testing.T, srv *server, fx *fixture, timeout flightclient.Option) {
+	t.Helper()
+	c := testClient(t, srv.endpoint(), flightclient.Zerobus, timeout, flightclient.WithRetry(20, time.Millisecond, time.Millisecond))
+	stats, _ := loadAll(t.Context(), t, c, fx, 1)
 	if stats.Retries < 1 {
 		t.Errorf("Stats.Retries = %d; want at least 1", stats.Retries)
 	}
@@ -306,18 +307,12 @@ func TestLoadProtocolViolations(t *testing.T) {
 func TestLoadFatalStatuses(t *testing.T) {
 	for _, code := range []codes.Code{codes.NotFound, codes.PermissionDenied, codes.InvalidArgument} {
 		t.Run(code.String(), func(t *testing.T) {
-			mem := checked(t)
-			srv := newServer(t, mem)
-			srv.onSetup = func(*call) error { return status.Error(code, "injected") }
-			srv.start(t)
-			fx := newFixture(t, mem, 100, 1<<20)
-			c := testClient(t, srv.endpoint(), flightclient.Zerobus)
-			stats, _, err := load(t.Context(), t, c, fx, 1)
+			stats, calls, err := loadRejected(t, status.Error(code, "injected"))
 			if status.Code(err) != code {
 				t.Fatalf("Load() = %v; want %s", err, code)
 			}
-			if stats.Retries != 0 || srv.callCount() != 1 {
-				t.Errorf("Stats.Retries = %d after %d calls; want 0 after 1", stats.Retries, srv.callCount())
+			if stats.Retries != 0 || calls != 1 {
+				t.Errorf("Stats.Retries = %d after %d calls; want 0 after 1", stats.Retries, calls)
 			}
 		})
 	}
@@ -336,19 +331,27 @@ func TestLoadWrongToken(t *testing.T) {
 }
 
 func TestLoadRetriesExhausted(t *testing.T) {
-	mem := checked(t)
-	srv := newServer(t, mem)
-	srv.onSetup = func(*call) error { return status.Error(codes.Unavailable, "down") }
-	srv.start(t)
-	fx := newFixture(t, mem, 10, 1<<20)
-	c := testClient(t, srv.endpoint(), flightclient.Zerobus, flightclient.WithRetry(2, time.Millisecond, time.Millisecond))
-	stats, _, err := load(t.Context(), t, c, fx, 1)
+	stats, calls, err := loadRejected(t, status.Error(codes.Unavailable, "down"), flightclient.WithRetry(2, time.Millisecond, time.Millisecond))
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "giving up after 2 retries") {
 		t.Fatalf("Load() = %v; want Unavailable after 2 retries", err)
 	}
-	if stats.Retries != 2 || srv.callCount() != 3 {
-		t.Errorf("Stats.Retries = %d, calls = %d; want 2 and 3", stats.Retries, srv.callCount())
+	if stats.Retries != 2 || calls != 3 {
+		t.Errorf("Stats.Retries = %d, calls = %d; want 2 and 3", stats.Retries, calls)
 	}
+}
+
+// loadRejected loads a few rows with opts through a server that answers every call's setup with
+// setupErr, and returns the load's stats, the number of calls the server saw and the load's error.
+func loadRejected(t *testing.T, setupErr error, opts ...flightclient.Option) (flightclient.Stats, int, error) {
+	t.Helper()
+	mem := checked(t)
+	srv := newServer(t, mem)
+	srv.onSetup = func(*call) error { return setupErr }
+	srv.start(t)
+	fx := newFixture(t, mem, 10, 1<<20)
+	c := testClient(t, srv.endpoint(), flightclient.Zerobus, opts...)
+	stats, _, err := load(t.Context(), t, c, fx, 1)
+	return stats, srv.callCount(), err
 }
 
 // TestLoadTokenPerCall checks the token source is asked on every DoPut, reconnections included.

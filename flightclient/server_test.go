@@ -355,12 +355,31 @@ func eofAckless(c *call) error {
 // checkDurable asserts that rows 0..n-1 are durable exactly once with the source's values.
 func (s *server) checkDurable(t *testing.T, n int64) {
 	t.Helper()
+	missing, dup, distinct := s.durableCounts(t, n)
+	if missing > 0 || dup > 0 || int64(distinct) != n {
+		t.Errorf("durable rows: %d missing, %d duplicated, %d distinct; want each of %d rows once", missing, dup, distinct, n)
+	}
+}
+
+// checkDurableAtLeastOnce asserts that rows 0..n-1 are all durable, with the source's values; rows may
+// be stored twice (at-least-once delivery after a timeout that raced an acknowledgement).
+func (s *server) checkDurableAtLeastOnce(t *testing.T, n int64) {
+	t.Helper()
+	missing, _, distinct := s.durableCounts(t, n)
+	if missing > 0 || int64(distinct) != n {
+		t.Errorf("durable rows: %d missing, %d distinct; want all %d rows", missing, distinct, n)
+	}
+}
+
+// durableCounts fails t for each durable row with wrong values and counts, of rows 0..n-1, those
+// not durable and those durable more than once, and the distinct rows durable.
+func (s *server) durableCounts(t *testing.T, n int64) (missing, dup, distinct int) {
+	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, w := range s.wrong {
 		t.Errorf("durable row with wrong values: %s", w)
 	}
-	missing, dup := 0, 0
 	for id := range n {
 		switch c := s.durable[id]; {
 		case c == 0:
@@ -369,29 +388,7 @@ func (s *server) checkDurable(t *testing.T, n int64) {
 			dup++
 		}
 	}
-	if missing > 0 || dup > 0 || int64(len(s.durable)) != n {
-		t.Errorf("durable rows: %d missing, %d duplicated, %d distinct; want each of %d rows once", missing, dup, len(s.durable), n)
-	}
-}
-
-// checkDurableAtLeastOnce asserts that rows 0..n-1 are all durable, with the source's values; rows may
-// be stored twice (at-least-once delivery after a timeout that raced an acknowledgement).
-func (s *server) checkDurableAtLeastOnce(t *testing.T, n int64) {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, w := range s.wrong {
-		t.Errorf("durable row with wrong values: %s", w)
-	}
-	missing := 0
-	for id := range n {
-		if s.durable[id] == 0 {
-			missing++
-		}
-	}
-	if missing > 0 || int64(len(s.durable)) != n {
-		t.Errorf("durable rows: %d missing, %d distinct; want all %d rows", missing, len(s.durable), n)
-	}
+	return missing, dup, len(s.durable)
 }
 
 func (s *server) callCount() int {

@@ -437,11 +437,16 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, q...)
 }
 
-func appendAckLine(b []byte, f, u int, r Range) []byte {
+// appendUnitLine appends the start of a line about unit u of file f: `{"f":F,"u":U`.
+func appendUnitLine(b []byte, f, u int) []byte {
 	b = append(b, `{"f":`...)
 	b = strconv.AppendInt(b, int64(f), 10)
 	b = append(b, `,"u":`...)
-	b = strconv.AppendInt(b, int64(u), 10)
+	return strconv.AppendInt(b, int64(u), 10)
+}
+
+func appendAckLine(b []byte, f, u int, r Range) []byte {
+	b = appendUnitLine(b, f, u)
 	b = append(b, `,"from":`...)
 	b = strconv.AppendInt(b, r.From, 10)
 	b = append(b, `,"to":`...)
@@ -450,10 +455,7 @@ func appendAckLine(b []byte, f, u int, r Range) []byte {
 }
 
 func appendRowsLine(b []byte, f, u int, rows int64) []byte {
-	b = append(b, `{"f":`...)
-	b = strconv.AppendInt(b, int64(f), 10)
-	b = append(b, `,"u":`...)
-	b = strconv.AppendInt(b, int64(u), 10)
+	b = appendUnitLine(b, f, u)
 	b = append(b, `,"rows":`...)
 	b = strconv.AppendInt(b, rows, 10)
 	return append(b, "}\n"...)
@@ -556,25 +558,15 @@ func (m *Manifest) Ack(f FileID, unit int, r Range) error {
 	if unit < 0 || r.From < 0 || r.To < r.From {
 		return fmt.Errorf("manifest: %s unit %d: invalid row range [%d,%d)", f.Path, unit, r.From, r.To)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.usable(); err != nil {
-		return err
-	}
-	fs := m.fileLocked(f)
-	u := fs.unit(unit)
-	if u.rows >= 0 && r.To > u.rows {
-		return fmt.Errorf("manifest: %s unit %d: rows [%d,%d) past the unit's %d rows", f.Path, unit, r.From, r.To, u.rows)
-	}
-	if covered(u.acked, r) {
-		return nil
-	}
-	var buf [96]byte
-	if err := m.writeLocked(f, fs, appendAckLine(buf[:0], fs.idx, unit, r)); err != nil {
-		return err
-	}
-	u.acked = addRange(u.acked, r)
-	return nil
+	return m.recordUnit(f, unit, func(u *unitState, idx int, buf []byte) ([]byte, error) {
+		if u.rows >= 0 && r.To > u.rows {
+			return nil, fmt.Errorf("manifest: %s unit %d: rows [%d,%d) past the unit's %d rows", f.Path, unit, r.From, r.To, u.rows)
+		}
+		if covered(u.acked, r) {
+			return nil, nil
+		}
+		return appendAckLine(buf, idx, unit, r), nil
+	}, func(u *unitState) { u.acked = addRange(u.acked, r) })
 }
 
 // UnitRows records the unit's total row count, once the reader has seen all of it. Recording the same
@@ -583,6 +575,24 @@ func (m *Manifest) UnitRows(f FileID, unit int, rows int64) error {
 	if unit < 0 || rows < 0 {
 		return fmt.Errorf("manifest: %s unit %d: invalid row count %d", f.Path, unit, rows)
 	}
+	return m.recordUnit(f, unit, func(u *unitState, idx int, buf []byte) ([]byte, error) {
+		switch {
+		case u.rows == rows:
+			return nil, nil
+		case u.rows >= 0:
+			return nil, fmt.Errorf("manifest: %s unit %d: row count %d, but %d was recorded before", f.Path, unit, rows, u.rows)
+		case len(u.acked) > 0 && u.acked[len(u.acked)-1].To > rows:
+			return nil, fmt.Errorf("manifest: %s unit %d: row count %d, but rows up to %d were acknowledged", f.Path, unit, rows, u.acked[len(u.acked)-1].To)
+		}
+		return appendRowsLine(buf, idx, unit, rows), nil
+	}, func(u *unitState) { u.rows = rows })
+}
+
+// recordUnit records something about a unit of f, under the lock and only while the manifest is
+// usable: line returns the record's line for the file's index idx, appended to buf, or an error
+// when the unit's state contradicts it, or a nil line when the state already holds it (nothing is
+// written). Once the line is written, apply adds the record to the unit's state.
+func (m *Manifest) recordUnit(f FileID, unit int, line func(u *unitState, idx int, buf []byte) ([]byte, error), apply func(u *unitState)) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.usable(); err != nil {
@@ -590,19 +600,15 @@ func (m *Manifest) UnitRows(f FileID, unit int, rows int64) error {
 	}
 	fs := m.fileLocked(f)
 	u := fs.unit(unit)
-	switch {
-	case u.rows == rows:
-		return nil
-	case u.rows >= 0:
-		return fmt.Errorf("manifest: %s unit %d: row count %d, but %d was recorded before", f.Path, unit, rows, u.rows)
-	case len(u.acked) > 0 && u.acked[len(u.acked)-1].To > rows:
-		return fmt.Errorf("manifest: %s unit %d: row count %d, but rows up to %d were acknowledged", f.Path, unit, rows, u.acked[len(u.acked)-1].To)
-	}
 	var buf [96]byte
-	if err := m.writeLocked(f, fs, appendRowsLine(buf[:0], fs.idx, unit, rows)); err != nil {
+	b, err := line(u, fs.idx, buf[:0])
+	if err != nil || b == nil {
 		return err
 	}
-	u.rows = rows
+	if err := m.writeLocked(f, fs, b); err != nil {
+		return err
+	}
+	apply(u)
 	return nil
 }
 

@@ -140,10 +140,7 @@ func TestUnitDoneNeedsUnitRows(t *testing.T) {
 }
 
 func TestChangedFileHasNoHistory(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "m.jsonl")
-	m := open(t, path)
-	must(t, m.Ack(fileA, 0, manifest.Range{From: 0, To: 10}))
-	must(t, m.UnitRows(fileA, 0, 10))
+	m, path := openUnitDone(t)
 	must(t, m.Close())
 	m = open(t, path)
 	defer m.Close()
@@ -211,10 +208,7 @@ func TestInvalidRecords(t *testing.T) {
 }
 
 func TestReset(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "m.jsonl")
-	m := open(t, path)
-	must(t, m.Ack(fileA, 0, manifest.Range{From: 0, To: 10}))
-	must(t, m.UnitRows(fileA, 0, 10))
+	m, path := openUnitDone(t)
 	must(t, m.Sync())
 	must(t, m.Ack(fileA, 1, manifest.Range{From: 0, To: 10})) // buffered, dropped by Reset
 	must(t, m.Reset())
@@ -478,6 +472,17 @@ func fileSize(t *testing.T, path string) int64 {
 		t.Fatal(err)
 	}
 	return st.Size()
+}
+
+// openUnitDone opens a new manifest, returning it and its path, with fileA's unit 0 complete: 10
+// rows, all acknowledged.
+func openUnitDone(t *testing.T) (*manifest.Manifest, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "m.jsonl")
+	m := open(t, path)
+	must(t, m.Ack(fileA, 0, manifest.Range{From: 0, To: 10}))
+	must(t, m.UnitRows(fileA, 0, 10))
+	return m, path
 }
 
 func must(t *testing.T, err error) {

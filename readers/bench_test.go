@@ -12,8 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/readers"
 	"github.com/loaderproject/loader/tableschema"
 )
@@ -43,32 +43,12 @@ func BenchmarkParquetReadUnit(b *testing.B) {
 	rec := wideRecord(b, 16, 200_000)
 	defer rec.Release()
 	path := filepath.Join(b.TempDir(), "wide.parquet")
-	f, _ := os.Create(path)
-	w, err := pqarrow.NewFileWriter(rec.Schema(), f, parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(50_000)), pqarrow.DefaultWriterProps())
-	if err != nil {
+	if err := fixture.WriteParquetRecord(path, rec, parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(50_000))); err != nil {
 		b.Fatal(err)
 	}
-	w.Write(rec)
-	w.Close()
-	st, _ := os.Stat(path)
 	for _, par := range []int{1, 4} {
 		b.Run(fmt.Sprintf("parallel=%d", par), func(b *testing.B) {
-			src, err := readers.Open(context.Background(), readers.File{Path: path}, readers.WithParquetParallelism(par))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer src.Close()
-			b.SetBytes(st.Size())
-			b.ReportAllocs()
-			var rows int64
-			for i := 0; i < b.N; i++ {
-				for _, u := range src.Units() {
-					if err := src.ReadUnit(context.Background(), u.Index, func(r arrow.RecordBatch) error { rows += r.NumRows(); return nil }); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+			benchReadUnits(b, path, readers.WithParquetParallelism(par))
 		})
 	}
 }
@@ -81,22 +61,11 @@ func BenchmarkCSVReadUnit(b *testing.B) {
 		fmt.Fprintf(&sb, "%d,\"customer %d, ltd\",%d.%02d,2024-01-02T03:04:%02d.123456Z,%t,%d.25\n", i, i, i, i%100, i%60, i%2 == 0, i)
 	}
 	path := filepath.Join(b.TempDir(), "t.csv")
-	os.WriteFile(path, []byte(sb.String()), 0o644)
-	table, _ := tableschema.ParseColumns("id BIGINT, name STRING, price DECIMAL(12,2), ts TIMESTAMP, ok BOOLEAN, score DOUBLE")
-	src, err := readers.Open(context.Background(), readers.File{Path: path}, readers.WithTable(table))
-	if err != nil {
+	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	defer src.Close()
-	b.SetBytes(int64(sb.Len()))
-	b.ReportAllocs()
-	var rows int64
-	for i := 0; i < b.N; i++ {
-		if err := src.ReadUnit(context.Background(), 0, func(r arrow.RecordBatch) error { rows += r.NumRows(); return nil }); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+	table, _ := tableschema.ParseColumns("id BIGINT, name STRING, price DECIMAL(12,2), ts TIMESTAMP, ok BOOLEAN, score DOUBLE")
+	benchReadUnits(b, path, readers.WithTable(table))
 }
 
 // BenchmarkIPCFileReadUnit reads Arrow IPC files of many small record batches unit by unit (a unit
@@ -113,27 +82,34 @@ func BenchmarkIPCFileReadUnit(b *testing.B) {
 			}
 			path := filepath.Join(b.TempDir(), "many.arrow")
 			writeIPC(b, path, recs, false)
-			st, err := os.Stat(path)
-			if err != nil {
-				b.Fatal(err)
-			}
-			src, err := readers.Open(context.Background(), readers.File{Path: path}, readers.WithBatchBytes(64<<10))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer src.Close()
-			b.SetBytes(st.Size())
-			b.ReportAllocs()
-			b.ResetTimer()
-			var rows int64
-			for i := 0; i < b.N; i++ {
-				for _, u := range src.Units() {
-					if err := src.ReadUnit(context.Background(), u.Index, func(r arrow.RecordBatch) error { rows += r.NumRows(); return nil }); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+			benchReadUnits(b, path, readers.WithBatchBytes(64<<10))
 		})
 	}
+}
+
+// benchReadUnits opens path with opts and reads all its units b.N times, with the file's size as
+// the bytes of an iteration and the rows read per second as a metric.
+func benchReadUnits(b *testing.B, path string, opts ...readers.Option) {
+	b.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	src, err := readers.Open(context.Background(), readers.File{Path: path}, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Close()
+	b.SetBytes(st.Size())
+	b.ReportAllocs()
+	b.ResetTimer()
+	var rows int64
+	for i := 0; i < b.N; i++ {
+		for _, u := range src.Units() {
+			if err := src.ReadUnit(context.Background(), u.Index, func(r arrow.RecordBatch) error { rows += r.NumRows(); return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
 }

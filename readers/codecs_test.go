@@ -31,14 +31,7 @@ func TestParquetCodecsBeyondArrowGo(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 			defer mem.AssertSize(t, 0)
-			files, err := readers.Discover(context.Background(), []string{filepath.Join(root, "parquet-testing", "data", tt.file)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, err := readers.Open(context.Background(), files[0], readers.WithAllocator(mem))
-			if err != nil {
-				t.Fatal(err)
-			}
+			src := openDiscovered(t, filepath.Join(root, "parquet-testing", "data", tt.file), readers.WithAllocator(mem))
 			defer src.Close()
 			got := ""
 			for _, u := range src.Units() {

@@ -29,38 +29,15 @@ func TestPageChecksum(t *testing.T) {
 		root = "../../shared/corpus"
 	}
 	orig := filepath.Join(root, "parquet-testing/data/datapage_v1-uncompressed-checksum.parquet")
-	data, err := os.ReadFile(orig)
-	if err != nil {
+	if _, err := os.Stat(orig); err != nil {
 		t.Skipf("corpus not present: %v", err)
 	}
-	r, err := file.OpenParquetFile(orig, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := r.MetaData().RowGroup(0).ColumnChunk(0)
-	r.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := cc.DataPageOffset()
+	data, start := firstDataPage(t, orig)
 	h, n, ok := parsePageHeader(data[start:])
 	if !ok || !h.hasCRC || h.compressed < 8 {
 		t.Fatalf("first page header = %+v, %d, %t; want a checksummed page", h, n, ok)
 	}
-	read := func(path string, opts ...Option) error {
-		src, err := Open(context.Background(), File{Path: path}, opts...)
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		for _, u := range src.Units() {
-			if err := src.ReadUnit(context.Background(), u.Index, func(arrow.RecordBatch) error { return nil }); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	if err := read(orig); err != nil {
+	if err := readAll(orig); err != nil {
 		t.Fatalf("valid checksummed file: %v", err)
 	}
 	bad := append([]byte(nil), data...)
@@ -69,11 +46,11 @@ func TestPageChecksum(t *testing.T) {
 	if err := os.WriteFile(path, bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = read(path)
+	err := readAll(path)
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "fails its checksum") || !strings.Contains(err.Error(), path) {
 		t.Errorf("flipped page = %v; want a checksum error naming the file", err)
 	}
-	if err := read(path, WithVerifyChecksums(false)); err != nil {
+	if err := readAll(path, WithVerifyChecksums(false)); err != nil {
 		t.Errorf("flipped page without the check = %v; want it to decode (the check is what catches it)", err)
 	}
 }
@@ -90,7 +67,6 @@ func TestParsePageHeaderGarbage(t *testing.T) {
 // headers through: a good chunk of three pages passes, and a flipped byte far into any page's body
 // fails naming that page.
 func TestChunkChecksumAcrossWindows(t *testing.T) {
-	zigzag := func(b []byte, v int32) []byte { return binary.AppendUvarint(b, uint64(uint32(v<<1)^uint32(v>>31))) }
 	var chunk []byte
 	var pages, bodies []int64
 	for i, size := range []int{200_000, 10, 70_000} {
@@ -98,33 +74,19 @@ func TestChunkChecksumAcrossWindows(t *testing.T) {
 		for k := range body {
 			body[k] = byte(k*7 + i)
 		}
-		pages = append(pages, int64(len(chunk)))
-		// PageHeader: 1: type, 2: uncompressed size, 3: compressed size, 4: crc (i32 each), stop
-		h := []byte{0x15}
-		h = zigzag(h, 0)
-		h = append(h, 0x15)
-		h = zigzag(h, int32(size))
-		h = append(h, 0x15)
-		h = zigzag(h, int32(size))
-		h = append(h, 0x15)
-		h = zigzag(h, int32(crc32.ChecksumIEEE(body)))
-		h = append(h, 0)
-		chunk = append(chunk, h...)
-		bodies = append(bodies, int64(len(chunk)))
-		chunk = append(chunk, body...)
+		var page, at int64
+		chunk, page, at = appendPage(chunk, int32(size), body)
+		pages = append(pages, page)
+		bodies = append(bodies, at)
 	}
-	check := func(b []byte) error {
-		_, err := walkChunk(bytes.NewReader(b), 0, int64(len(b)), "c", true, 1<<30)
-		return err
-	}
-	if err := check(chunk); err != nil {
+	if _, err := walkBytes(chunk, 1<<30); err != nil {
 		t.Fatalf("walkChunk(good chunk) = %v", err)
 	}
 	for i, at := range []int64{bodies[0] + 150_000, bodies[1] + 9, bodies[2] + 69_000} {
 		bad := append([]byte(nil), chunk...)
 		bad[at] ^= 1
 		var ce *errCRC
-		if err := check(bad); !errors.As(err, &ce) || ce.offset != pages[i] {
+		if _, err := walkBytes(bad, 1<<30); !errors.As(err, &ce) || ce.offset != pages[i] {
 			t.Errorf("walkChunk(byte %d flipped) = %v; want a checksum error for the page at %d", at, err, pages[i])
 		}
 	}
@@ -133,7 +95,6 @@ func TestChunkChecksumAcrossWindows(t *testing.T) {
 // TestWalkChunkSmallPages checks many small pages, whose headers the walk parses from one window
 // read: every checksum is still verified, at the right page, and the largest page is reported.
 func TestWalkChunkSmallPages(t *testing.T) {
-	zigzag := func(b []byte, v int32) []byte { return binary.AppendUvarint(b, uint64(uint32(v<<1)^uint32(v>>31))) }
 	var chunk []byte
 	var pages, bodies []int64
 	largest := int64(0)
@@ -145,38 +106,26 @@ func TestWalkChunkSmallPages(t *testing.T) {
 		}
 		uncompressed := int32(size * 3) // as if compressed
 		largest = max(largest, int64(uncompressed))
-		pages = append(pages, int64(len(chunk)))
-		h := []byte{0x15}
-		h = zigzag(h, 0)
-		h = append(h, 0x15)
-		h = zigzag(h, uncompressed)
-		h = append(h, 0x15)
-		h = zigzag(h, int32(size))
-		h = append(h, 0x15)
-		h = zigzag(h, int32(crc32.ChecksumIEEE(body)))
-		h = append(h, 0)
-		chunk = append(chunk, h...)
-		bodies = append(bodies, int64(len(chunk)))
-		chunk = append(chunk, body...)
+		var page, at int64
+		chunk, page, at = appendPage(chunk, uncompressed, body)
+		pages = append(pages, page)
+		bodies = append(bodies, at)
 	}
-	walk := func(b []byte, maxPage int64) (int64, error) {
-		return walkChunk(bytes.NewReader(b), 0, int64(len(b)), "c", true, maxPage)
-	}
-	if got, err := walk(chunk, 1<<30); err != nil || got != largest {
+	if got, err := walkBytes(chunk, 1<<30); err != nil || got != largest {
 		t.Fatalf("walkChunk(good chunk) = %d, %v; want %d, nil", got, err, largest)
 	}
 	for _, i := range []int{0, 1, 150, 299} {
 		bad := append([]byte(nil), chunk...)
 		bad[bodies[i]] ^= 1
 		var ce *errCRC
-		if _, err := walk(bad, 1<<30); !errors.As(err, &ce) || ce.offset != pages[i] {
+		if _, err := walkBytes(bad, 1<<30); !errors.As(err, &ce) || ce.offset != pages[i] {
 			t.Errorf("walkChunk(page %d flipped) = %v; want a checksum error for the page at %d", i, err, pages[i])
 		}
 	}
 	// A page over maxPage stops the walk there (the page after it would fail its checksum).
 	over := append([]byte(nil), chunk...)
 	over[bodies[len(bodies)-1]] ^= 1
-	if got, err := walk(over, 100); err != nil || got <= 100 {
+	if got, err := walkBytes(over, 100); err != nil || got <= 100 {
 		t.Errorf("walkChunk(maxPage 100) = %d, %v; want the first page over 100 bytes, no error", got, err)
 	}
 }
@@ -202,20 +151,7 @@ func TestPageHeaderContradictsFooter(t *testing.T) {
 	if err := fixture.WriteParquetRecord(path, rec, parquet.NewWriterProperties(parquet.WithDictionaryDefault(false))); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := file.OpenParquetFile(path, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := r.MetaData().RowGroup(0).ColumnChunk(0)
-	r.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := cc.DataPageOffset()
+	data, start := firstDataPage(t, path)
 	h, _, ok := parsePageHeader(data[start:])
 	if !ok || h.uncompressed != 800 || data[start+2] != 0x15 {
 		t.Fatalf("page header = %+v (%x); want 800 uncompressed bytes, field 2 at byte 2", h, data[start:start+8])
@@ -231,17 +167,68 @@ func TestPageHeaderContradictsFooter(t *testing.T) {
 	if err := os.WriteFile(badPath, bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	read := func(opts ...Option) error {
-		src, err := Open(context.Background(), File{Path: badPath}, opts...)
-		if err != nil {
-			return err
-		}
-		defer src.Close()
-		return src.ReadUnit(context.Background(), 0, func(arrow.RecordBatch) error { return nil })
-	}
-	err = read(WithMaxPageBytes(1000))
+	err := readAll(badPath, WithMaxPageBytes(1000))
 	var pe *PageTooLargeError
 	if !errors.Is(err, ErrCorrupt) || errors.As(err, &pe) || !strings.Contains(err.Error(), "claims 8000 uncompressed bytes") {
 		t.Errorf("read(header claiming 8000 bytes, limit 1000) = %v; want ErrCorrupt for the header", err)
 	}
+}
+
+// appendPage appends a data page of body (uncompressed bytes when decompressed) to chunk, with its
+// checksum, and returns the chunk and the offsets of the page's header and of its body.
+func appendPage(chunk []byte, uncompressed int32, body []byte) (_ []byte, page, at int64) {
+	zigzag := func(b []byte, v int32) []byte { return binary.AppendUvarint(b, uint64(uint32(v<<1)^uint32(v>>31))) }
+	page = int64(len(chunk))
+	// PageHeader: 1: type, 2: uncompressed size, 3: compressed size, 4: crc (i32 each), stop
+	h := []byte{0x15}
+	h = zigzag(h, 0)
+	h = append(h, 0x15)
+	h = zigzag(h, uncompressed)
+	h = append(h, 0x15)
+	h = zigzag(h, int32(len(body)))
+	h = append(h, 0x15)
+	h = zigzag(h, int32(crc32.ChecksumIEEE(body)))
+	h = append(h, 0)
+	chunk = append(chunk, h...)
+	return append(chunk, body...), page, int64(len(chunk))
+}
+
+// walkBytes walks the column chunk b with checksums, as walkChunk does a file's.
+func walkBytes(b []byte, maxPage int64) (int64, error) {
+	return walkChunk(bytes.NewReader(b), 0, int64(len(b)), "c", true, maxPage)
+}
+
+// firstDataPage returns the bytes of the Parquet file at path and the offset of its first column
+// chunk's first data page.
+func firstDataPage(t *testing.T, path string) ([]byte, int64) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := r.MetaData().RowGroup(0).ColumnChunk(0)
+	r.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, cc.DataPageOffset()
+}
+
+// readAll opens path with opts and reads every unit, returning the first error.
+func readAll(path string, opts ...Option) error {
+	src, err := Open(context.Background(), File{Path: path}, opts...)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	for _, u := range src.Units() {
+		if err := src.ReadUnit(context.Background(), u.Index, func(arrow.RecordBatch) error { return nil }); err != nil {
+			return err
+		}
+	}
+	return nil
 }

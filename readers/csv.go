@@ -249,7 +249,7 @@ type csvSource struct {
 	batch    int                 // rows per batch
 }
 
-func openCSV(ctx context.Context, f File, cfg *config) (_ Source, err error) {
+func openCSV(ctx context.Context, f File, cfg *config) (_ unitSource, err error) {
 	d, err := cfg.csv.resolve(f.Path)
 	if err != nil {
 		return nil, err
@@ -383,10 +383,6 @@ func (s *csvSource) File() File            { return s.f }
 func (s *csvSource) Schema() *arrow.Schema { return s.schema }
 func (s *csvSource) Units() []Unit         { return []Unit{{Index: 0, Rows: -1, Bytes: s.f.Size}} }
 func (s *csvSource) Close() error          { return nil }
-
-func (s *csvSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
-	return unitError(s.f.Path, unit, s.unitName(), s.readUnit(ctx, unit, callerFn(fn)))
-}
 
 func (s *csvSource) unitName() string { return "unit" }
 

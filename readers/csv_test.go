@@ -339,14 +339,7 @@ func TestCSVCorpus(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 			defer mem.AssertSize(t, 0)
-			files, err := readers.Discover(context.Background(), []string{filepath.Join(dir, name)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			src, err := readers.Open(context.Background(), files[0], readers.WithAllocator(mem))
-			if err != nil {
-				t.Fatal(err)
-			}
+			src := openDiscovered(t, filepath.Join(dir, name), readers.WithAllocator(mem))
 			defer src.Close()
 			rec := collect(t, src, 0)
 			defer rec.Release()

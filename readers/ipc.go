@@ -34,7 +34,7 @@ type ipcFileSource struct {
 	units   []Unit
 }
 
-func openIPCFile(ctx context.Context, f File, cfg *config) (src Source, err error) {
+func openIPCFile(ctx context.Context, f File, cfg *config) (src unitSource, err error) {
 	fh, err := os.Open(f.Path)
 	if err != nil {
 		return nil, err
@@ -94,10 +94,6 @@ func (s *ipcFileSource) Close() error          { return s.fh.Close() }
 func (s *ipcFileSource) batchRange(unit int) (int, int) {
 	first := unit * s.group
 	return first, min(s.batches, first+s.group)
-}
-
-func (s *ipcFileSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
-	return unitError(s.f.Path, unit, s.unitName(), s.readUnit(ctx, unit, callerFn(fn)))
 }
 
 func (s *ipcFileSource) unitName() string { return "batch group" }
@@ -171,7 +167,7 @@ type ipcStreamSource struct {
 	schema *arrow.Schema
 }
 
-func openIPCStream(ctx context.Context, f File, cfg *config) (Source, error) {
+func openIPCStream(ctx context.Context, f File, cfg *config) (unitSource, error) {
 	s := &ipcStreamSource{f: f, cfg: cfg}
 	s.mem = limitAllocator(cfg, f.Size)
 	fh, err := os.Open(f.Path)
@@ -201,10 +197,6 @@ func (s *ipcStreamSource) File() File            { return s.f }
 func (s *ipcStreamSource) Schema() *arrow.Schema { return s.schema }
 func (s *ipcStreamSource) Units() []Unit         { return []Unit{{Index: 0, Rows: -1, Bytes: s.f.Size}} }
 func (s *ipcStreamSource) Close() error          { return nil }
-
-func (s *ipcStreamSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
-	return unitError(s.f.Path, unit, s.unitName(), s.readUnit(ctx, unit, callerFn(fn)))
-}
 
 func (s *ipcStreamSource) unitName() string { return "stream" }
 

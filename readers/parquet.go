@@ -47,7 +47,7 @@ func readerProps() *parquet.ReaderProperties {
 	return props
 }
 
-func openParquet(ctx context.Context, f File, cfg *config) (src Source, err error) {
+func openParquet(ctx context.Context, f File, cfg *config) (src unitSource, err error) {
 	fh, err := os.Open(f.Path)
 	if err != nil {
 		return nil, err
@@ -166,10 +166,6 @@ func (s *parquetSource) batchRows(unit int) int64 {
 	n := max(int64(1), s.cfg.batchBytes/perRow)
 	// A row takes at least a bit, so more rows than 8 per batch byte means the footer lies.
 	return min(n, rows, max(1, 8*s.cfg.batchBytes))
-}
-
-func (s *parquetSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
-	return unitError(s.f.Path, unit, s.unitName(), s.readUnit(ctx, unit, callerFn(fn)))
 }
 
 func (s *parquetSource) unitName() string { return "row group" }

@@ -14,26 +14,21 @@ import (
 
 // partSource appends a file's Hive partition values as constant columns.
 type partSource struct {
-	Source
-	inner  unitSource
+	unitSource
 	schema *arrow.Schema
 	vals   []scalar.Scalar // each partition value
 	mem    memory.Allocator
 }
 
 // withPartitions wraps src when its file has partition values that are not already columns.
-func withPartitions(src Source, cfg *config) (Source, error) {
+func withPartitions(src unitSource, cfg *config) (unitSource, error) {
 	f := src.File()
 	if !cfg.partitionCols || len(f.Partitions) == 0 {
 		return src, nil
 	}
 	base := src.Schema()
 	fields := append([]arrow.Field(nil), base.Fields()...)
-	inner, ok := src.(unitSource)
-	if !ok {
-		return nil, fmt.Errorf("readers: %T reads no units", src)
-	}
-	p := &partSource{Source: src, inner: inner, mem: cfg.mem}
+	p := &partSource{unitSource: src, mem: cfg.mem}
 	seen := map[string]bool{}
 	for _, fl := range fields {
 		seen[fl.Name] = true
@@ -107,17 +102,11 @@ func (p *partSource) Schema() *arrow.Schema { return p.schema }
 
 func (p *partSource) Close() error {
 	p.release()
-	return p.Source.Close()
+	return p.unitSource.Close()
 }
-
-func (p *partSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
-	return unitError(p.File().Path, unit, p.unitName(), p.readUnit(ctx, unit, callerFn(fn)))
-}
-
-func (p *partSource) unitName() string { return p.inner.unitName() }
 
 func (p *partSource) readUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
-	return p.inner.readUnit(ctx, unit, func(rec arrow.RecordBatch) error {
+	return p.unitSource.readUnit(ctx, unit, func(rec arrow.RecordBatch) error {
 		n := int(rec.NumRows())
 		cols := append([]arrow.Array(nil), rec.Columns()...)
 		var extra []arrow.Array

@@ -342,25 +342,16 @@ type plainSource struct {
 }
 
 // withPlain wraps src when its schema has encodings or views.
-func withPlain(src Source, cfg *config) (Source, error) {
+func withPlain(src unitSource, cfg *config) (unitSource, error) {
 	ps := plainSchema(src.Schema())
 	if ps == nil {
 		return src, nil
 	}
-	inner, ok := src.(unitSource)
-	if !ok {
-		src.Close()
-		return nil, fmt.Errorf("readers: %T reads no units", src)
-	}
 	mem := limitAllocator(cfg, src.File().Size)
-	return &plainSource{unitSource: inner, schema: ps, mem: mem, cfg: cfg}, nil
+	return &plainSource{unitSource: src, schema: ps, mem: mem, cfg: cfg}, nil
 }
 
 func (p *plainSource) Schema() *arrow.Schema { return p.schema }
-
-func (p *plainSource) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
-	return unitError(p.File().Path, unit, p.unitName(), p.readUnit(ctx, unit, callerFn(fn)))
-}
 
 func (p *plainSource) readUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
 	cctx := compute.WithAllocator(ctx, p.mem)

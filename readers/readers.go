@@ -111,11 +111,15 @@ func (e *FileError) Error() string {
 // Unwrap returns the cause.
 func (e *FileError) Unwrap() error { return e.Err }
 
-// unitSource is what every source implements besides Source: readUnit is ReadUnit without the
-// *FileError (its errors name neither file nor unit, and fn's come back as *callerError), and
-// unitName is how the format names a unit in errors.
+// unitSource is what every format (and every wrapper of one) implements: Source's methods but
+// ReadUnit, plus readUnit, which is ReadUnit without the *FileError (its errors name neither file
+// nor unit, and fn's come back as *callerError), and unitName, how the format names a unit in errors.
+// Open returns it as a Source in a source, which writes ReadUnit once for all of them.
 type unitSource interface {
-	Source
+	File() File
+	Schema() *arrow.Schema
+	Units() []Unit
+	Close() error
 	readUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error
 	unitName() string
 }
@@ -127,7 +131,16 @@ var (
 	_ unitSource = (*csvSource)(nil)
 	_ unitSource = (*partSource)(nil)
 	_ unitSource = (*plainSource)(nil)
+	_ Source     = source{}
 )
+
+// source is the Source that Open returns: a unitSource whose ReadUnit marks fn's errors as the
+// caller's and wraps every other error in a *FileError naming the file and unit (see unitError).
+type source struct{ unitSource }
+
+func (s source) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
+	return unitError(s.File().Path, unit, s.unitName(), s.readUnit(ctx, unit, callerFn(fn)))
+}
 
 // fileError wraps err, an error of Open, in a *FileError (unless it already is one).
 func fileError(path string, err error) error {
@@ -371,6 +384,16 @@ func Open(ctx context.Context, f File, opts ...Option) (Source, error) {
 }
 
 func open(ctx context.Context, f File, opts []Option) (Source, error) {
+	src, err := openUnits(ctx, f, opts)
+	if err != nil {
+		return nil, err
+	}
+	return source{src}, nil
+}
+
+// openUnits opens f in its format's unitSource, wrapped to decode encodings and views and to add
+// partition columns where the file needs it.
+func openUnits(ctx context.Context, f File, opts []Option) (unitSource, error) {
 	RegisterParquetCodecs()
 	cfg := newConfig(opts)
 	if f.Format == FormatUnknown || f.Size == 0 && f.ModTime.IsZero() {
@@ -394,7 +417,7 @@ func open(ctx context.Context, f File, opts []Option) (Source, error) {
 		}
 	}
 	var (
-		src Source
+		src unitSource
 		err error
 	)
 	switch f.Format {

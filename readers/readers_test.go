@@ -128,6 +128,24 @@ func writeIPC(t testing.TB, path string, recs []arrow.RecordBatch, stream bool) 
 	}
 }
 
+// openDiscovered opens with opts the first file Discover finds at path (a file or a directory). The
+// caller closes it.
+func openDiscovered(t testing.TB, path string, opts ...readers.Option) readers.Source {
+	t.Helper()
+	files, err := readers.Discover(context.Background(), []string{path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("Discover(%s) found no file", path)
+	}
+	src, err := readers.Open(context.Background(), files[0], opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return src
+}
+
 // collect reads every unit and returns one record of all rows.
 func collect(t testing.TB, src readers.Source, maxRows int64) arrow.RecordBatch {
 	t.Helper()
@@ -524,14 +542,7 @@ func TestPartitionColumnTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := readers.Discover(context.Background(), []string{dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := readers.Open(context.Background(), files[0], readers.WithAllocator(mem), readers.WithTable(table), readers.WithBatchBytes(16))
-	if err != nil {
-		t.Fatal(err)
-	}
+	src := openDiscovered(t, dir, readers.WithAllocator(mem), readers.WithTable(table), readers.WithBatchBytes(16))
 	defer src.Close()
 	rec := collect(t, src, 1) // a batch per row: the values are repeated for each
 	defer rec.Release()
@@ -556,7 +567,8 @@ func TestPartitionColumnTypes(t *testing.T) {
 	// A value its column cannot take fails Open, naming it, and leaks nothing.
 	bad := filepath.Join(t.TempDir(), "d=oops", "f.csv")
 	touch(t, bad, []byte("id\n1\n"))
-	if files, err = readers.Discover(context.Background(), []string{filepath.Dir(filepath.Dir(bad))}); err != nil {
+	files, err := readers.Discover(context.Background(), []string{filepath.Dir(filepath.Dir(bad))})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := readers.Open(context.Background(), files[0], readers.WithAllocator(mem), readers.WithTable(table)); err == nil || !strings.Contains(err.Error(), "partition d=oops") {

@@ -186,24 +186,31 @@ func fromJSON(t *testing.T, mem memory.Allocator, dt arrow.DataType, js string) 
 	return arr
 }
 
-// planRule plans rule r: its source type as nullable column c, into its one-column table.
-func planRule(t *testing.T, mem memory.Allocator, r rule) (*arrow.Schema, *tableschema.Schema, *schemamatch.Plan) {
+// ruleSchemas returns rule r's source schema, its source type as nullable column c, and its
+// one-column table.
+func ruleSchemas(t *testing.T, r rule) (*arrow.Schema, *tableschema.Schema) {
 	t.Helper()
-	table := oneColumnTable(t, r.table)
-	src := arrow.NewSchema([]arrow.Field{{Name: "c", Type: r.src, Nullable: true}}, nil)
+	return arrow.NewSchema([]arrow.Field{{Name: "c", Type: r.src, Nullable: true}}, nil), oneColumnTable(t, r.table)
+}
+
+// planRule plans rule r (see ruleSchemas) on a checked allocator, which it returns and which must
+// hold nothing once the test and its deferred releases are done.
+func planRule(t *testing.T, r rule) (memory.Allocator, *arrow.Schema, *tableschema.Schema, *schemamatch.Plan) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	t.Cleanup(func() { mem.AssertSize(t, 0) })
+	src, table := ruleSchemas(t, r)
 	plan, err := schemamatch.NewPlan(src, table, schemamatch.WithAllocator(mem))
 	if err != nil {
 		t.Fatalf("NewPlan(%s -> %s) = %v; want a plan", r.src, r.table, err)
 	}
-	return src, table, plan
+	return mem, src, table, plan
 }
 
 func TestAllowedRules(t *testing.T) {
 	for _, r := range allowedRules() {
 		t.Run(r.name, func(t *testing.T) {
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-			defer mem.AssertSize(t, 0)
-			src, table, plan := planRule(t, mem, r)
+			mem, src, table, plan := planRule(t, r)
 			if verr := zerobus.ValidateSchema(table, plan.Schema()); verr != nil {
 				t.Fatalf("Plan.Schema() fails zerobus.ValidateSchema: %v", verr)
 			}
@@ -254,8 +261,7 @@ func TestAllowedRules(t *testing.T) {
 func TestRefusedRules(t *testing.T) {
 	for _, r := range refusedRules() {
 		t.Run(r.name, func(t *testing.T) {
-			table := oneColumnTable(t, r.table)
-			src := arrow.NewSchema([]arrow.Field{{Name: "c", Type: r.src, Nullable: true}}, nil)
+			src, table := ruleSchemas(t, r)
 			_, err := schemamatch.NewPlan(src, table, schemamatch.WithSource("f.parquet"))
 			var me *schemamatch.MismatchError
 			if !errors.As(err, &me) {
@@ -287,9 +293,7 @@ func TestRefusedRules(t *testing.T) {
 func TestEmptyBatches(t *testing.T) {
 	for _, r := range allowedRules() {
 		t.Run(r.name, func(t *testing.T) {
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-			defer mem.AssertSize(t, 0)
-			src, _, plan := planRule(t, mem, r)
+			mem, src, _, plan := planRule(t, r)
 			in := array.MakeArrayOfNull(mem, r.src, 0)
 			defer in.Release()
 			rec := array.NewRecordBatch(src, []arrow.Array{in}, 0)

@@ -105,12 +105,7 @@ func TestFaultAckDelay(t *testing.T) {
 	}
 	for i, fd := range data {
 		sent := time.Now()
-		if err := st.Send(withOffset(fd, int64(i))); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.Recv(); err != nil {
-			t.Fatal(err)
-		}
+		sendRecv(t, st, i, fd)
 		if waited := time.Since(sent); waited < delay {
 			t.Errorf("ack %d after %v; the fault holds acks %v", i, waited, delay)
 		}
@@ -132,14 +127,7 @@ func TestFaultRotate(t *testing.T) {
 	}
 	var got []string
 	for i, fd := range data {
-		if err := st.Send(withOffset(fd, int64(i))); err != nil {
-			t.Fatal(err)
-		}
-		res, err := st.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, string(res.GetAppMetadata()))
+		got = append(got, string(sendRecv(t, st, i, fd).GetAppMetadata()))
 	}
 	want := []string{
 		`{"ack_up_to_offset":0,"ack_up_to_records":5}`,

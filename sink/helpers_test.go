@@ -297,6 +297,19 @@ func withOffset(fd *flight.FlightData, n int64) *flight.FlightData {
 	return &flight.FlightData{DataHeader: fd.DataHeader, DataBody: fd.DataBody, AppMetadata: zerobus.FrameMetadata(n)}
 }
 
+// sendRecv sends data frame i with its offset and returns the answer that follows it.
+func sendRecv(t *testing.T, st flight.FlightService_DoPutClient, i int, fd *flight.FlightData) *flight.PutResult {
+	t.Helper()
+	if err := st.Send(withOffset(fd, int64(i))); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // drain half-closes and reads every remaining ack until the call ends; it returns the acks and the
 // call's final error (nil for OK).
 func drain(st flight.FlightService_DoPutClient) ([]zerobus.Ack, error) {

@@ -451,14 +451,7 @@ func TestZeroRowFrame(t *testing.T) {
 	}
 	var acks []zerobus.Ack
 	for i, fd := range data {
-		if err := st.Send(withOffset(fd, int64(i))); err != nil {
-			t.Fatal(err)
-		}
-		res, err := st.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, _ := zerobus.ParseAck(res.GetAppMetadata())
+		a, _ := zerobus.ParseAck(sendRecv(t, st, i, fd).GetAppMetadata())
 		acks = append(acks, a)
 	}
 	want := []zerobus.Ack{{Offset: 0, Records: 4}, {Offset: 1, Records: 4}, {Offset: 2, Records: 8}}

@@ -45,6 +45,17 @@ func benchRecord(mem memory.Allocator, schema *arrow.Schema, from, n int) arrow.
 	return b.NewRecordBatch()
 }
 
+// benchTable creates a table of benchCols in a new warehouse allocating from mem, and returns it
+// with the Arrow schema its batches take.
+func benchTable(b *testing.B, mem memory.Allocator) (*warehouse.Table, *arrow.Schema) {
+	b.Helper()
+	wh, err := warehouse.Open(b.TempDir(), warehouse.WithAllocator(mem))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return createTable(b, wh, "c.s.bench", benchCols), mustColumns(b, benchCols).Arrow()
+}
+
 // BenchmarkWriterCommit measures a commit interval of the sink: a Writer fed batches of 4096 rows,
 // then committed (fsyncs included), by rows per commit.
 func BenchmarkWriterCommit(b *testing.B) {
@@ -52,12 +63,7 @@ func BenchmarkWriterCommit(b *testing.B) {
 		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
 			ctx := context.Background()
 			mem := memory.NewGoAllocator()
-			wh, err := warehouse.Open(b.TempDir(), warehouse.WithAllocator(mem))
-			if err != nil {
-				b.Fatal(err)
-			}
-			tbl := createTable(b, wh, "c.s.bench", benchCols)
-			schema := mustColumns(b, benchCols).Arrow()
+			tbl, schema := benchTable(b, mem)
 			const batchRows = 4096
 			var batches []arrow.RecordBatch
 			var bytes int64
@@ -94,12 +100,7 @@ func BenchmarkWriterCommit(b *testing.B) {
 func BenchmarkScan(b *testing.B) {
 	ctx := context.Background()
 	mem := memory.NewGoAllocator()
-	wh, err := warehouse.Open(b.TempDir(), warehouse.WithAllocator(mem))
-	if err != nil {
-		b.Fatal(err)
-	}
-	tbl := createTable(b, wh, "c.s.bench", benchCols)
-	schema := mustColumns(b, benchCols).Arrow()
+	tbl, schema := benchTable(b, mem)
 	const rows = 512 << 10
 	w := tbl.NewWriter()
 	var bytes int64

@@ -190,11 +190,8 @@ func countDataFiles(t testing.TB, tbl *warehouse.Table) int {
 }
 
 func TestWriteSchemaErrors(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
-	wh := openWH(t, warehouse.WithAllocator(mem))
-	tbl := createTable(t, wh, "c.s.t", "id BIGINT NOT NULL, name STRING")
+	_, tbl := checkedTable(t, "id BIGINT NOT NULL, name STRING")
 	tests := []struct {
 		name, cols string
 	}{

@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/warehouse"
 )
 
@@ -123,9 +124,6 @@ func TestConcurrentTxn(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	name := mustName(t, "c.s.t")
-	const n = 8
-	var wg sync.WaitGroup
-	errs := make([]error, n)
 	whs := make([]*warehouse.Warehouse, 2)
 	for i := range whs {
 		wh, err := warehouse.Open(dir, warehouse.WithAllocator(mem))
@@ -137,26 +135,21 @@ func TestConcurrentTxn(t *testing.T) {
 	if _, err := whs[0].CreateTable(ctx, name, mustColumns(t, idCols)); err != nil {
 		t.Fatal(err)
 	}
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tbl, err := whs[i%2].Table(ctx, name)
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			w := tbl.NewWriter()
-			defer w.Abort()
-			rec := idRecord(mem, i*10, 10)
-			defer rec.Release()
-			if errs[i] = w.Write(ctx, rec); errs[i] != nil {
-				return
-			}
-			_, errs[i] = w.Commit(ctx, warehouse.CommitOptions{Txn: &warehouse.Txn{AppID: "app", Version: 7}})
-		}()
-	}
-	wg.Wait()
+	errs := fixture.Concurrently(8, func(i int) error {
+		tbl, err := whs[i%2].Table(ctx, name)
+		if err != nil {
+			return err
+		}
+		w := tbl.NewWriter()
+		defer w.Abort()
+		rec := idRecord(mem, i*10, 10)
+		defer rec.Release()
+		if err := w.Write(ctx, rec); err != nil {
+			return err
+		}
+		_, err = w.Commit(ctx, warehouse.CommitOptions{Txn: &warehouse.Txn{AppID: "app", Version: 7}})
+		return err
+	})
 	won := 0
 	for _, err := range errs {
 		switch {

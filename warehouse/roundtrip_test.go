@@ -79,11 +79,9 @@ func scanAll(t testing.TB, mem memory.Allocator, tbl *warehouse.Table) arrow.Rec
 			b.Release()
 		}
 	}()
-	var schema *arrow.Schema
 	err := tbl.Scan(context.Background(), func(rec arrow.RecordBatch) error {
 		rec.Retain()
 		batches = append(batches, rec)
-		schema = rec.Schema()
 		return nil
 	})
 	if err != nil {
@@ -96,24 +94,7 @@ func scanAll(t testing.TB, mem memory.Allocator, tbl *warehouse.Table) arrow.Rec
 		}
 		return array.NewRecordBatch(s.Arrow(), nil, 0)
 	}
-	cols := make([]arrow.Array, schema.NumFields())
-	for i := range cols {
-		parts := make([]arrow.Array, len(batches))
-		for j, b := range batches {
-			parts[j] = b.Column(i)
-		}
-		c, err := array.Concatenate(parts, mem)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cols[i] = c
-		defer c.Release()
-	}
-	var n int64
-	for _, b := range batches {
-		n += b.NumRows()
-	}
-	return array.NewRecordBatch(schema, cols, n)
+	return concatRecords(t, mem, batches...)
 }
 
 func assertRecordsEqual(t testing.TB, got, want arrow.RecordBatch) {
@@ -173,6 +154,8 @@ func TestRoundTripAllTypes(t *testing.T) {
 	}
 }
 
+// concatRecords returns one record of the rows of recs (at least one, all of the first's schema),
+// column by column. The caller releases it.
 func concatRecords(t testing.TB, mem memory.Allocator, recs ...arrow.RecordBatch) arrow.RecordBatch {
 	t.Helper()
 	cols := make([]arrow.Array, recs[0].NumCols())

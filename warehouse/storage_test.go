@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/schema"
@@ -17,12 +16,9 @@ import (
 // decimals (INT32/INT64/FIXED_LEN_BYTE_ARRAY by precision), UTF8 strings, micros timestamps adjusted
 // to UTC or not, INT32 dates, narrow integers, snappy compression.
 func TestStorageMapping(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
-	wh := openWH(t, warehouse.WithAllocator(mem))
 	cols := "d9 DECIMAL(9,2), d18 DECIMAL(18,4), d38 DECIMAL(38,6), s STRING, bin BINARY, ts TIMESTAMP, ntz TIMESTAMP_NTZ, dt DATE, b TINYINT, sm SMALLINT, l BIGINT"
-	tbl := createTable(t, wh, "c.s.t", cols)
+	mem, tbl := checkedTable(t, cols)
 	rec := recordFromJSON(t, mem, mustColumns(t, cols).Arrow(), `[{"d9": "1.5", "d18": "2", "d38": "3", "s": "x", "ts": "2020-01-01T00:00:00Z", "ntz": "2020-01-01T00:00:00", "dt": "2020-01-01", "b": 1, "sm": 2, "l": 3}]`)
 	defer rec.Release()
 	commitRecords(t, tbl, warehouse.CommitOptions{}, rec)

@@ -9,10 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/tableschema"
 	"github.com/loaderproject/loader/warehouse"
 )
@@ -42,6 +44,15 @@ func openWH(t testing.TB, opts ...warehouse.Option) *warehouse.Warehouse {
 		t.Fatal(err)
 	}
 	return wh
+}
+
+// checkedTable creates table c.s.t of cols in a new warehouse that allocates from the checked
+// allocator it returns, which must hold nothing once the test and its deferred releases are done.
+func checkedTable(t *testing.T, cols string) (*memory.CheckedAllocator, *warehouse.Table) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	t.Cleanup(func() { mem.AssertSize(t, 0) })
+	return mem, createTable(t, openWH(t, warehouse.WithAllocator(mem)), "c.s.t", cols)
 }
 
 func createTable(t testing.TB, wh *warehouse.Warehouse, name, cols string) *warehouse.Table {
@@ -278,22 +289,14 @@ func TestCreateTableErrors(t *testing.T) {
 func TestCreateTableConcurrent(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	const n = 8
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			wh, err := warehouse.Open(dir) // separate Warehouses, like separate processes
-			if err != nil {
-				errs[i] = err
-				return
-			}
-			_, errs[i] = wh.CreateTable(ctx, mustName(t, "c.s.t"), mustColumns(t, fmt.Sprintf("c%d INT", i)))
-		}()
-	}
-	wg.Wait()
+	errs := fixture.Concurrently(8, func(i int) error {
+		wh, err := warehouse.Open(dir) // separate Warehouses, like separate processes
+		if err != nil {
+			return err
+		}
+		_, err = wh.CreateTable(ctx, mustName(t, "c.s.t"), mustColumns(t, fmt.Sprintf("c%d INT", i)))
+		return err
+	})
 	created := 0
 	for _, err := range errs {
 		switch {
@@ -310,33 +313,25 @@ func TestCreateTableConcurrent(t *testing.T) {
 
 func TestLogErrors(t *testing.T) {
 	ctx := context.Background()
+	const v1 = "00000000000000000001.json"
 	tests := []struct {
 		name  string
-		setup func(t *testing.T, logDir string)
+		file  string // written into the table's _delta_log with data
+		data  string
 		want  error
 		parts []string
 	}{
-		{"checkpoint", func(t *testing.T, logDir string) {
-			write(t, filepath.Join(logDir, "_last_checkpoint"), `{"version":10,"size":3}`)
-		}, warehouse.ErrCheckpointUnsupported, []string{"checkpoint"}},
-		{"garbage line", func(t *testing.T, logDir string) {
-			write(t, filepath.Join(logDir, "00000000000000000001.json"), "{\"commitInfo\":{}}\n{not json\n")
-		}, warehouse.ErrCorruptLog, []string{"00000000000000000001.json", "line 2"}},
-		{"add without path", func(t *testing.T, logDir string) {
-			write(t, filepath.Join(logDir, "00000000000000000001.json"), "{\"add\":{\"size\":3}}\n")
-		}, warehouse.ErrCorruptLog, []string{"00000000000000000001.json", "line 1"}},
-		{"two actions on a line", func(t *testing.T, logDir string) {
-			write(t, filepath.Join(logDir, "00000000000000000001.json"), "\n{\"txn\":{\"appId\":\"a\",\"version\":1},\"remove\":{\"path\":\"x\"}}\n")
-		}, warehouse.ErrCorruptLog, []string{"00000000000000000001.json", "line 2"}},
-		{"not an object", func(t *testing.T, logDir string) {
-			write(t, filepath.Join(logDir, "00000000000000000001.json"), "[1]\n")
-		}, warehouse.ErrCorruptLog, []string{"00000000000000000001.json", "line 1"}},
+		{"checkpoint", "_last_checkpoint", `{"version":10,"size":3}`, warehouse.ErrCheckpointUnsupported, []string{"checkpoint"}},
+		{"garbage line", v1, "{\"commitInfo\":{}}\n{not json\n", warehouse.ErrCorruptLog, []string{v1, "line 2"}},
+		{"add without path", v1, "{\"add\":{\"size\":3}}\n", warehouse.ErrCorruptLog, []string{v1, "line 1"}},
+		{"two actions on a line", v1, "\n{\"txn\":{\"appId\":\"a\",\"version\":1},\"remove\":{\"path\":\"x\"}}\n", warehouse.ErrCorruptLog, []string{v1, "line 2"}},
+		{"not an object", v1, "[1]\n", warehouse.ErrCorruptLog, []string{v1, "line 1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			wh := openWH(t)
 			tbl := createTable(t, wh, "c.s.t", "id INT")
-			tt.setup(t, filepath.Join(tbl.Dir(), "_delta_log"))
+			write(t, filepath.Join(tbl.Dir(), "_delta_log", tt.file), tt.data)
 			_, _, err := tbl.Count(ctx)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Count() err = %v; want %v", err, tt.want)

@@ -110,11 +110,8 @@ func addActions(t testing.TB, tbl *warehouse.Table, version int64) []map[string]
 }
 
 func TestWriterRollsFiles(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
-	wh := openWH(t, warehouse.WithAllocator(mem))
-	tbl := createTable(t, wh, "c.s.t", idCols)
+	mem, tbl := checkedTable(t, idCols)
 	tests := []struct {
 		name      string
 		target    int64
@@ -195,13 +192,10 @@ func TestWriterRollsFiles(t *testing.T) {
 }
 
 func TestWriterSubsetSchema(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
-	wh := openWH(t, warehouse.WithAllocator(mem))
 	cols := "id BIGINT NOT NULL, a STRING, p DECIMAL(5,2), s STRUCT<x: INT NOT NULL, l ARRAY<INT>>, m MAP<STRING, STRING>"
 	schema := mustColumns(t, cols)
-	tbl := createTable(t, wh, "c.s.t", cols)
+	mem, tbl := checkedTable(t, cols)
 	w := tbl.NewWriter()
 	only := func(names ...string) *arrow.Schema {
 		var fields []arrow.Field
@@ -261,12 +255,9 @@ func TestWriterSubsetSchema(t *testing.T) {
 }
 
 func TestStats(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
-	wh := openWH(t, warehouse.WithAllocator(mem))
 	cols := "s STRING, f FLOAT, d DOUBLE, bin BINARY, ok BOOLEAN, ts TIMESTAMP, ntz TIMESTAMP_NTZ, dt DATE, a ARRAY<INT>, m MAP<INT,INT>, st STRUCT<p: DECIMAL(6,3), q: STRING>"
 	schema := mustColumns(t, cols)
-	tbl := createTable(t, wh, "c.s.t", cols)
+	mem, tbl := checkedTable(t, cols)
 	long := strings.Repeat("é", 31) + "xyz" // 34 characters
 	rows := fmt.Sprintf(`[
 	{"s": %q, "f": 1.5, "d": 1, "bin": "AA==", "ok": true, "ts": "2024-01-02T03:04:05.678999Z", "ntz": "2024-01-02T03:04:05.001", "dt": "2024-03-01", "a": [1, null], "m": [{"key": 1, "value": null}], "st": {"p": "-1.5", "q": "b"}},
@@ -413,11 +404,8 @@ func TestTxn(t *testing.T) {
 }
 
 func TestOverwrite(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
-	wh := openWH(t, warehouse.WithAllocator(mem))
-	tbl := createTable(t, wh, "c.s.t", idCols)
+	mem, tbl := checkedTable(t, idCols)
 	write := func(w *warehouse.Writer, from, n int) {
 		t.Helper()
 		rec := idRecord(mem, from, n)
@@ -530,11 +518,8 @@ func TestOverwrite(t *testing.T) {
 }
 
 func TestAbort(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
-	wh := openWH(t, warehouse.WithAllocator(mem))
-	tbl := createTable(t, wh, "c.s.t", idCols)
+	mem, tbl := checkedTable(t, idCols)
 	w := tbl.NewWriter(warehouse.WithTargetFileSize(1))
 	for i := range 3 {
 		rec := idRecord(mem, i*10, 10)
@@ -577,13 +562,10 @@ func TestAbort(t *testing.T) {
 }
 
 func TestCancelledContext(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	wh := openWH(t, warehouse.WithAllocator(mem))
-	tbl := createTable(t, wh, "c.s.t", idCols)
+	mem, tbl := checkedTable(t, idCols)
 	rec := idRecord(mem, 0, 10)
 	defer rec.Release()
 
@@ -611,11 +593,8 @@ func TestCancelledContext(t *testing.T) {
 }
 
 func TestScanCallbackError(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
-	wh := openWH(t, warehouse.WithAllocator(mem))
-	tbl := createTable(t, wh, "c.s.t", idCols)
+	mem, tbl := checkedTable(t, idCols)
 	for i := range 2 {
 		rec := idRecord(mem, i, 1)
 		commitRecords(t, tbl, warehouse.CommitOptions{}, rec)
@@ -630,11 +609,8 @@ func TestScanCallbackError(t *testing.T) {
 }
 
 func TestScanCorruptDataFile(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
-	wh := openWH(t, warehouse.WithAllocator(mem))
-	tbl := createTable(t, wh, "c.s.t", idCols)
+	mem, tbl := checkedTable(t, idCols)
 	rec := idRecord(mem, 0, 100)
 	defer rec.Release()
 	commitRecords(t, tbl, warehouse.CommitOptions{}, rec)
@@ -662,11 +638,8 @@ func TestScanCorruptDataFile(t *testing.T) {
 // TestCountWithoutStats covers add actions written by other Delta writers without stats: Count and
 // Snapshot read the row count from the Parquet footer.
 func TestCountWithoutStats(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	defer mem.AssertSize(t, 0)
 	ctx := context.Background()
-	wh := openWH(t, warehouse.WithAllocator(mem))
-	tbl := createTable(t, wh, "c.s.t", idCols)
+	mem, tbl := checkedTable(t, idCols)
 	rec := idRecord(mem, 0, 42)
 	defer rec.Release()
 	res := commitRecords(t, tbl, warehouse.CommitOptions{}, rec)

@@ -7,10 +7,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/loaderproject/loader/internal/delta"
+	"github.com/loaderproject/loader/internal/fixture"
 )
 
 func TestVersionFileName(t *testing.T) {
@@ -27,17 +27,9 @@ func TestVersionFileName(t *testing.T) {
 
 func TestWriteVersionOnce(t *testing.T) {
 	dir := t.TempDir()
-	const n = 16
-	var wg sync.WaitGroup
-	errs := make([]error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = delta.WriteVersion(dir, 3, []byte(strings.Repeat("x", i+1)))
-		}()
-	}
-	wg.Wait()
+	errs := fixture.Concurrently(16, func(i int) error {
+		return delta.WriteVersion(dir, 3, []byte(strings.Repeat("x", i+1)))
+	})
 	won := -1
 	for i, err := range errs {
 		switch {
