@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -319,13 +320,24 @@ func TestFlightSQLWithoutGetTablesOrSQL(t *testing.T) {
 			dir, wh := newWarehouse(t, fixture.TableColumns)
 			_, sinkEndpoint := startSink(t, wh)
 			endpoint := startThirdParty(t, wh, sinkEndpoint, &thirdParty{noTables: true, noSQL: true}, tt.sqlInfoNoSQL)
-			cfg := baseConfig(t, mem, flightSQLFiles(t, 600))
+			data := flightSQLFiles(t, 600)
+			cfg := baseConfig(t, mem, data)
 			cfg.Endpoint, cfg.Protocol = endpoint, flightclient.FlightSQL
 			sum := run(t, cfg) // the first file's canonical columns, assumed
 			if sum.Rows != 600 || sum.VerifiedRows != nil || !strings.Contains(sum.NotVerified, tt.why) {
 				t.Errorf("summary = %+v; want 600 rows, not verified because %q", sum, tt.why)
 			}
 			checkTable(t, dir, fixture.IDs(0, 600), fixture.Expected)
+
+			// A partial load keeps the reason: it is why, not that a file failed.
+			if err := os.WriteFile(filepath.Join(data, "zz-broken.parquet"), []byte("PAR1 not parquet PAR1"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cfg.OnError, cfg.Force = load.OnErrorSkipFile, true
+			sum, err := load.Run(t.Context(), cfg)
+			if !errors.Is(err, load.ErrPartial) || !strings.Contains(sum.NotVerified, tt.why) || sum.Error == "" {
+				t.Errorf("partial load = %v, %+v; want ErrPartial, not verified because %q, the error in the summary", err, sum, tt.why)
+			}
 		})
 	}
 }

@@ -42,7 +42,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	sum := &Summary{Files: len(files), Streams: cfg.Streams, Table: cfg.Table.String()}
 	fail := func(err error) (*Summary, error) {
 		sum.Error = err.Error()
-		if sum.VerifiedRows == nil {
+		if sum.VerifiedRows == nil && sum.NotVerified == "" {
 			sum.NotVerified = "the load failed"
 		}
 		return sum, err
