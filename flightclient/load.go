@@ -455,7 +455,7 @@ func (s *stream) pump(ctx, callCtx context.Context, cl *call) (endReason, error)
 			st.drainSet = true
 			st.drain.set(cfg.drainTimeout)
 		}
-		frames := s.intake(&st, v, rotating)
+		frames := s.intake(&st, v)
 		if !st.closing && ackless && v.sent > 0 {
 			st.idle.set(time.Until(st.lastFrame.Add(cfg.idleFlush)))
 		}
@@ -504,9 +504,9 @@ func (s *stream) closeReason(cl *call, v view, ackless bool, lastFrame time.Time
 
 // intake returns the frames channel when the stream may take another frame, else nil; it reports
 // the first time the stream stops at its cap.
-func (s *stream) intake(st *pumpState, v view, rotating bool) <-chan *partitioner.Frame {
+func (s *stream) intake(st *pumpState, v view) <-chan *partitioner.Frame {
 	switch {
-	case st.closing || rotating || s.framesDone:
+	case st.closing || !v.rotateBy.IsZero() || s.framesDone:
 		return nil
 	case v.unacked < s.lr.c.cfg.streamCap:
 		st.atCap = false

@@ -187,11 +187,8 @@ func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`)
 // described the table.
 func (t *sqlTables) countQuery(table tableschema.TableName) string {
 	t.mu.Lock()
-	parts, ok := t.names[table]
+	parts := t.names[table] // counts filled it
 	t.mu.Unlock()
-	if !ok {
-		parts = table.Parts()
-	}
 	quoted := make([]string, len(parts))
 	for i, p := range parts {
 		quoted[i] = quoteIdent(p)
@@ -204,9 +201,15 @@ func (t *sqlTables) counts(ctx context.Context, c *Client, table tableschema.Tab
 	_, described := t.names[table]
 	t.mu.Unlock()
 	if !described {
-		// Learn how the server names the table; a server that cannot say is asked by the full name.
-		if _, err := t.describe(ctx, c, table); err != nil && ctx.Err() != nil {
-			return RowCounts{}, ctx.Err()
+		// Learn how the server names the table; a server that cannot say is asked by the full name
+		// (remembered, so GetTables is not asked again on the next count).
+		if _, err := t.describe(ctx, c, table); err != nil {
+			if ctx.Err() != nil {
+				return RowCounts{}, ctx.Err()
+			}
+			t.mu.Lock()
+			t.names[table] = table.Parts()
+			t.mu.Unlock()
 		}
 	}
 	octx, cancel, err := c.rpcContext(ctx, table)
@@ -223,37 +226,42 @@ func (t *sqlTables) counts(ctx context.Context, c *Client, table tableschema.Tab
 	if err != nil {
 		return RowCounts{}, queryError(query, err)
 	}
-	var n int64
-	rows := 0
+	var counts []int64
 	for _, ep := range info.GetEndpoint() {
-		rdr, err := cl.DoGet(octx, ep.GetTicket())
+		got, err := readIntegers(octx, cl, ep.GetTicket())
 		if err != nil {
 			return RowCounts{}, queryError(query, err)
 		}
-		for rdr.Next() {
-			rec := rdr.RecordBatch()
-			for i := range int(rec.NumRows()) {
-				if rec.NumCols() < 1 || rows > 0 {
-					rdr.Release()
-					return RowCounts{}, fmt.Errorf("%s: want one row of one column, got another shape (%s)", query, rec.Schema())
-				}
-				if n, err = integerAt(rec.Column(0), i); err != nil {
-					rdr.Release()
-					return RowCounts{}, fmt.Errorf("%s: %w", query, err)
-				}
-				rows++
+		counts = append(counts, got...)
+	}
+	if len(counts) != 1 {
+		return RowCounts{}, fmt.Errorf("%s: want one row, got %d", query, len(counts))
+	}
+	return RowCounts{Committed: counts[0]}, nil
+}
+
+// readIntegers reads the first column of one endpoint's rows as integers.
+func readIntegers(ctx context.Context, cl *flightsql.Client, ticket *flight.Ticket) ([]int64, error) {
+	rdr, err := cl.DoGet(ctx, ticket)
+	if err != nil {
+		return nil, err
+	}
+	defer rdr.Release()
+	var out []int64
+	for rdr.Next() {
+		rec := rdr.RecordBatch()
+		if rec.NumCols() < 1 {
+			return nil, fmt.Errorf("want one column, got %s", rec.Schema())
+		}
+		for i := range int(rec.NumRows()) {
+			n, err := integerAt(rec.Column(0), i)
+			if err != nil {
+				return nil, err
 			}
-		}
-		err = rdr.Err()
-		rdr.Release()
-		if err != nil {
-			return RowCounts{}, queryError(query, err)
+			out = append(out, n)
 		}
 	}
-	if rows != 1 {
-		return RowCounts{}, fmt.Errorf("%s: want one row, got %d", query, rows)
-	}
-	return RowCounts{Committed: n}, nil
+	return out, rdr.Err()
 }
 
 // queryError classifies the failure of the count query: a server that does not run it (Unimplemented,

@@ -566,9 +566,12 @@ func lossySigns(table *tableschema.Schema, src *arrow.Schema, me *schemamatch.Mi
 				notNull = append(notNull, strconv.Quote(f.Name))
 			}
 		}
-		if len(notNull) > 0 {
-			signs = append(signs, fmt.Sprintf("every column is described as nullable, but the file says %s %s not",
-				strings.Join(notNull, ", "), map[bool]string{true: "is", false: "are"}[len(notNull) == 1]))
+		switch len(notNull) {
+		case 0:
+		case 1:
+			signs = append(signs, fmt.Sprintf("every column is described as nullable, but the file says %s is not", notNull[0]))
+		default:
+			signs = append(signs, fmt.Sprintf("every column is described as nullable, but the file says %s are not", strings.Join(notNull, ", ")))
 		}
 	}
 	return signs

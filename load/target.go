@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/readers"
@@ -48,7 +49,9 @@ type remote struct {
 	dialect  flightclient.Dialect
 	opts     []flightclient.Option
 	ctl      *flightclient.Client // describe, count, create
-	clients  []*flightclient.Client
+
+	mu      sync.Mutex
+	clients []*flightclient.Client // made by Streams, closed by Close
 }
 
 // NewRemote returns the target at endpoint (grpc://host:port, grpc+tls://host:port or
@@ -82,11 +85,15 @@ func (r *remote) Streams(_ context.Context, opts ...flightclient.Option) (*fligh
 	if err != nil {
 		return nil, err
 	}
+	r.mu.Lock()
 	r.clients = append(r.clients, c)
+	r.mu.Unlock()
 	return c, nil
 }
 
 func (r *remote) Close(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	errs := []error{r.ctl.Close()}
 	for _, c := range r.clients {
 		errs = append(errs, c.Close())

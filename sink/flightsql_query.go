@@ -38,7 +38,7 @@ func parseCount(query string) (tableschema.TableName, error) {
 	m := countStatement.FindStringSubmatch(query)
 	if m == nil {
 		return tableschema.TableName{}, status.Errorf(codes.InvalidArgument,
-			"the loader sink runs one statement, SELECT count(*) FROM <table>; not %q", clipText(query, 200))
+			"the loader sink runs one statement, SELECT count(*) FROM <table>; not %.200q", query)
 	}
 	var parts []string
 	for _, id := range identRe.FindAllString(m[1], -1) {
@@ -59,13 +59,6 @@ func parseCount(query string) (tableschema.TableName, error) {
 		return tableschema.TableName{}, status.Errorf(codes.InvalidArgument, "SELECT count(*): %v", err)
 	}
 	return name, nil
-}
-
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // GetFlightInfoStatement plans the count statement; the ticket carries the statement itself.
