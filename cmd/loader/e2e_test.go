@@ -236,6 +236,8 @@ func TestTableCommands(t *testing.T) {
 		{"table", "create", "a.b.c", "--warehouse", wh, "--columns", "a UUID"},
 		{"table", "count", tableName, "--bogus-flag"},
 		{"load", "--table", tableName},
+		{"serve", "--warehouse", wh, "--stream-rate-limit", "fast"},
+		{"serve", "--warehouse", wh, "--stream-rate-limit", "0"},
 	} {
 		if r := loader(t, bad...); r.code != 2 {
 			t.Errorf("loader %v: exit %d; want 2 (usage)\n%s", bad, r.code, r.stderr)
@@ -269,8 +271,9 @@ func TestServeLoadCountEveryDialect(t *testing.T) {
 	for _, protocol := range protocols {
 		mustLoader(t, "table", "create", "main.default."+protocol, "--warehouse", wh, "--columns", fixture.TableColumns)
 	}
-	// Two early DoPuts are cut after a few frames: the loads retry and still land every row once.
-	srv := serve(t, wh, "--token", "t1", "--token", "t2", "--fault-drop-after", "3", "--fault-drop-calls", "2")
+	// Two early DoPuts are cut after a few frames: the loads retry and still land every row once. Every
+	// dialect's DoPut goes through the per-stream pace too.
+	srv := serve(t, wh, "--token", "t1", "--token", "t2", "--fault-drop-after", "3", "--fault-drop-calls", "2", "--stream-rate-limit", "50MB/s")
 	data := writeParquetParts(t, 2, 500)
 	endpoint := "grpc://" + srv.addr
 	retries := int64(0)
