@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"io"
 	"slices"
 	"testing"
@@ -58,7 +59,7 @@ func TestThrottledStreamPace(t *testing.T) {
 				got := 0
 				for {
 					fd, err := ts.Recv()
-					if err == io.EOF {
+					if errors.Is(err, io.EOF) {
 						break
 					}
 					if err != nil {
