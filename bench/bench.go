@@ -213,7 +213,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	defer os.RemoveAll(work)
+	defer func() {
+		if err := os.RemoveAll(work); err != nil {
+			cfg.Logger.Warn("bench: removing the work directory", "dir", work, "err", err)
+		}
+	}()
 	b := &bencher{cfg: &cfg, work: work, rep: &Report{
 		Remote: cfg.Load.Endpoint != "", Table: cfg.Load.Table.String(), Throttle: cfg.Throttle,
 		MaxInflightBytes: cfg.Load.MaxInflightBytes, MaxFrameBytes: cfg.Load.MaxFrameBytes,
@@ -559,7 +563,7 @@ func (b *bencher) sweep(ctx context.Context, endpoint string, throttled bool) er
 					}
 					return sum.Rows, sum.Bytes, err
 				})
-				os.RemoveAll(md)
+				_ = os.RemoveAll(md) // in the work directory, which goes anyway
 				if err != nil {
 					return err
 				}

@@ -63,7 +63,7 @@ func startSink(ctx context.Context, binary, name string, log *slog.Logger, args 
 		log.Debug("bench: sink listening", "sink", name, "addr", s.addr, "args", strings.Join(args, " "))
 		return s, nil
 	case <-s.exited:
-		return nil, fmt.Errorf("%s: %s serve exited before listening (%v)%s", name, binary, s.waitErr, s.tail.quote())
+		return nil, fmt.Errorf("%s: %s serve exited before listening (%w)%s", name, binary, s.waitErr, s.tail.quote())
 	case <-ctx.Done():
 		s.kill()
 		return nil, ctx.Err()
@@ -126,7 +126,7 @@ func (s *sinkProc) exitError() error {
 	if s.waitErr == nil {
 		return nil
 	}
-	return fmt.Errorf("%s: exited with %v%s", s.name, s.waitErr, s.tail.quote())
+	return fmt.Errorf("%s: exited with %w%s", s.name, s.waitErr, s.tail.quote())
 }
 
 // lineTail keeps the last max lines written to it.

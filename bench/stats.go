@@ -22,5 +22,3 @@ func spreadOf(xs []float64) spread {
 	}
 	return spread{min: s[0], median: med, max: s[n-1]}
 }
-
-func (s spread) scale(k float64) spread { return spread{s.min * k, s.median * k, s.max * k} }
