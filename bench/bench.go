@@ -613,11 +613,11 @@ func (b *bencher) ceilings(ctx context.Context) error {
 	if best == nil {
 		return errors.New("bench: no loader result to take the streams of the ceilings from")
 	}
-	p, err := encodePrefix(ctx, b.decodeConfig(), b.columns, b.cfg.Load.MaxFrameBytes, min(maxPrefixBytes, b.rep.DatasetBytes))
+	p, err := encodePrefix(ctx, b.decodeConfig(), b.columns, b.cfg.Load.MaxFrameBytes, maxPrefixBytes)
 	if err != nil {
 		return fmt.Errorf("bench: encode the frames of the transport ceiling: %w", err)
 	}
-	if p.bytes < b.rep.DatasetBytes {
+	if !p.complete {
 		b.note("transport and sink ceilings: the first %.1f MB of the dataset, encoded ahead of time, sent again and again up to its %.1f MB",
 			float64(p.bytes)/1e6, float64(b.rep.DatasetBytes)/1e6)
 	}

@@ -20,10 +20,11 @@ const maxPrefixBytes = 256 << 20
 
 // prefix is the start of the dataset, decoded, cast and encoded into frames ahead of time.
 type prefix struct {
-	enc    *partitioner.Encoder
-	frames []*partitioner.Frame
-	bytes  int64
-	rows   int64
+	enc      *partitioner.Encoder
+	frames   []*partitioner.Frame
+	bytes    int64
+	rows     int64
+	complete bool // the frames hold the whole dataset
 }
 
 var errPrefixFull = errors.New("prefix full")
@@ -53,15 +54,17 @@ func encodePrefix(ctx context.Context, cfg load.Config, schema *tableschema.Sche
 	if err != nil && !errors.Is(err, errPrefixFull) {
 		return nil, err
 	}
+	p.complete = err == nil
 	if len(p.frames) == 0 {
 		return nil, errors.New("the dataset encodes to no frames")
 	}
 	return p, nil
 }
 
-// sendPrefix sends the prefix's frames, round and round, until total bytes went out, over streams
-// DoPuts on conns connections with flightclient's Client.Load: the loader's own transport with
-// nothing to decode. It returns the rows and bytes acknowledged.
+// sendPrefix sends the prefix's frames over streams DoPuts on conns connections with flightclient's
+// Client.Load: the loader's own transport with nothing to decode. A complete prefix is sent once; a
+// partial one round and round until total bytes went out. It returns the rows and bytes
+// acknowledged.
 func sendPrefix(ctx context.Context, p *prefix, endpoint string, dialect flightclient.Dialect, table tableschema.TableName,
 	total int64, streams, conns int, opts ...flightclient.Option) (rows, bytes int64, err error) {
 	client, err := flightclient.New(endpoint, dialect, append([]flightclient.Option{
@@ -77,6 +80,9 @@ func sendPrefix(ctx context.Context, p *prefix, endpoint string, dialect flightc
 	go func() {
 		defer close(fed)
 		defer close(frames)
+		if p.complete {
+			total = p.bytes
+		}
 		// Bounded: every pass over the prefix sends p.bytes > 0.
 		for sent := int64(0); sent < total; {
 			for _, f := range p.frames {
