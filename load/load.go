@@ -85,6 +85,9 @@ type Config struct {
 	Decoders         int
 	MaxFrameBytes    int
 	MaxInflightBytes int64
+	// Compression is the IPC body compression of frames (LZ4 or ZSTD, which Zerobus and the sink
+	// accept). Default none: it pays only when the network, not the client's CPU, is the limit.
+	Compression partitioner.Compression
 	// MaxPageBytes bounds the uncompressed size of one Parquet page (readers.WithMaxPageBytes);
 	// 0 keeps the readers' default of 1 GiB.
 	MaxPageBytes int64

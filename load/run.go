@@ -198,7 +198,8 @@ type planResult struct {
 
 func newPipeline(cfg *Config, tbl *table, client *flightclient.Client, m unitLog, files []readers.File) (*pipeline, error) {
 	schema := tbl.schema.Arrow()
-	enc, err := partitioner.NewEncoder(schema, cfg.MaxFrameBytes, partitioner.WithAllocator(cfg.Allocator))
+	enc, err := partitioner.NewEncoder(schema, cfg.MaxFrameBytes, partitioner.WithAllocator(cfg.Allocator),
+		partitioner.WithCompression(cfg.Compression))
 	if err != nil {
 		return nil, err
 	}

@@ -375,3 +375,36 @@ func TestReplacedTableChecksNewTypes(t *testing.T) {
 		t.Errorf("frame after the narrowing = %v; want InvalidArgument: column d row 0 does not fit DECIMAL(4,2)", err)
 	}
 }
+
+// TestStreamRateLimit: a DoPut on a sink capped at 1 MB/s takes at least its bytes past the
+// first burst over the rate, and every row still arrives.
+func TestStreamRateLimit(t *testing.T) {
+	const rate = 1_000_000
+	e := start(t, "", sink.WithStreamRateLimit(rate))
+	name, ts := e.createTable("main.default.r", "id BIGINT NOT NULL, s STRING")
+	schemaFrame, data := frames(t, ts.Arrow(), 0, 8, 4_000)
+	total := 0
+	for _, fd := range data {
+		total += len(fd.DataHeader) + len(fd.DataBody)
+	}
+	st := e.zerobus(t.Context(), name.String(), "")
+	if _, err := setup(st, schemaFrame); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	for i, fd := range data {
+		if err := st.Send(withOffset(fd, int64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acks, err := drain(st)
+	if err != nil || len(acks) == 0 || acks[len(acks)-1].Records != 8*4_000 {
+		t.Fatalf("acks %v, %v; want every row acknowledged", acks, err)
+	}
+	// The limiter's burst is a tenth of the rate; the rest of the bytes cannot arrive faster.
+	if least := time.Duration(float64(total-rate/10) / rate * float64(time.Second)); time.Since(sent) < least {
+		t.Errorf("%d bytes at %d B/s arrived in %v; the cap allows no less than %v", total, rate, time.Since(sent), least)
+	}
+	e.flushCount(name)
+	sameRows(t, scan(t, e.wh, name), expected(t, ts.Arrow(), [2]int64{0, 8 * 4_000}))
+}

@@ -71,6 +71,9 @@ func (svc *service) DoPut(stream flight.FlightService_DoPutServer) error {
 	if s.faults.takeUnavailable() {
 		return status.Error(codes.Unavailable, "sink fault injection: call refused (unavailable_calls)")
 	}
+	if s.cfg.streamRate > 0 {
+		stream = newThrottledStream(stream, s.cfg.streamRate)
+	}
 	ctx := stream.Context()
 	md, _ := metadata.FromIncomingContext(ctx)
 	if vals := md.Get(zerobus.HeaderTableName); len(vals) > 0 {

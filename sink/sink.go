@@ -62,6 +62,7 @@ type config struct {
 	faults         Faults
 	mem            memory.Allocator
 	segmentBytes   int64
+	streamRate     int64 // bytes per second per DoPut; 0: unlimited
 }
 
 // WithTokens limits access to callers presenting one of these bearer tokens ("authorization: Bearer
@@ -117,6 +118,13 @@ func WithAllocator(mem memory.Allocator) Option {
 // Default 64 MiB; values below 4 KiB are raised to 4 KiB. Small segments let tests observe cleanup.
 func WithWALSegmentBytes(n int64) Option {
 	return func(c *config) { c.segmentBytes = max(n, 4<<10) }
+}
+
+// WithStreamRateLimit paces every DoPut (each dialect) to at most bytesPerSec bytes of FlightData per
+// second, as a service that caps each stream does; with an ack delay fault it models a remote service
+// for benchmarks. Default 0: unlimited; values below 0 count as 0.
+func WithStreamRateLimit(bytesPerSec int64) Option {
+	return func(c *config) { c.streamRate = max(bytesPerSec, 0) }
 }
 
 func newConfig(opts []Option) config {

@@ -236,6 +236,9 @@ func TestTableCommands(t *testing.T) {
 		{"table", "create", "a.b.c", "--warehouse", wh, "--columns", "a UUID"},
 		{"table", "count", tableName, "--bogus-flag"},
 		{"load", "--table", tableName},
+		{"serve", "--warehouse", wh, "--stream-rate-limit", "fast"},
+		{"serve", "--warehouse", wh, "--stream-rate-limit", "0"},
+		{"load", "--table", tableName, "--compression", "gzip", "x.parquet"},
 	} {
 		if r := loader(t, bad...); r.code != 2 {
 			t.Errorf("loader %v: exit %d; want 2 (usage)\n%s", bad, r.code, r.stderr)
@@ -269,24 +272,31 @@ func TestServeLoadCountEveryDialect(t *testing.T) {
 	for _, protocol := range protocols {
 		mustLoader(t, "table", "create", "main.default."+protocol, "--warehouse", wh, "--columns", fixture.TableColumns)
 	}
-	// Two early DoPuts are cut after a few frames: the loads retry and still land every row once.
-	srv := serve(t, wh, "--token", "t1", "--token", "t2", "--fault-drop-after", "3", "--fault-drop-calls", "2")
+	// Two early DoPuts are cut after a few frames: the loads retry and still land every row once. Every
+	// dialect's DoPut goes through the per-stream pace too.
+	srv := serve(t, wh, "--token", "t1", "--token", "t2", "--fault-drop-after", "3", "--fault-drop-calls", "2", "--stream-rate-limit", "50MB/s")
 	data := writeParquetParts(t, 2, 500)
 	endpoint := "grpc://" + srv.addr
 	retries := int64(0)
+	compression := map[string]string{"zerobus": "lz4", "flight": "zstd", "flightsql": "none"} // each dialect decodes compressed bodies
+	wire := map[string]int64{}
 	for _, protocol := range protocols {
 		s := parseSummary(t, mustLoader(t, "load", "--table", "main.default."+protocol, "--endpoint", endpoint, "--token", "t2",
-			"--protocol", protocol, "--json", "--max-frame-bytes", "8KiB", "--streams", "2", data).stdout)
+			"--protocol", protocol, "--json", "--max-frame-bytes", "8KiB", "--streams", "2", "--compression", compression[protocol], data).stdout)
 		if s.Rows != 1000 || s.VerifiedRows == nil || *s.VerifiedRows != 1000 {
 			t.Errorf("%s: summary = %+v; want 1000 rows verified", protocol, s)
 		}
 		retries += s.Retries
+		wire[protocol] = s.Bytes
 		if n := lastLineInt(t, mustLoader(t, "table", "count", "main.default."+protocol, "--endpoint", endpoint, "--token", "t1").stdout); n != 1000 {
 			t.Errorf("%s: table count --endpoint = %d; want 1000", protocol, n)
 		}
 	}
 	if retries == 0 {
 		t.Error("no load retried; the sink was told to drop two streams")
+	}
+	if wire["zerobus"] >= wire["flightsql"] || wire["flight"] >= wire["flightsql"] {
+		t.Errorf("bytes sent with lz4 %d, zstd %d, none %d; want compression to send fewer", wire["zerobus"], wire["flight"], wire["flightsql"])
 	}
 	if r := loader(t, "load", "--table", "main.default.zerobus", "--endpoint", endpoint, "--token", "nope", data); r.code != 1 ||
 		!strings.Contains(strings.ToLower(r.stderr), "unauthenticated") {

@@ -27,6 +27,7 @@ type loadFlags struct {
 	asJSON           bool
 	limit            int64
 	maxFrameBytes    byteSize
+	compression      string
 	maxInflightBytes byteSize
 	maxPageBytes     byteSize
 	force            bool
@@ -87,6 +88,7 @@ and failed_files (a list, present when files failed). bytes are Arrow IPC bytes 
 	fl.BoolVar(&f.asJSON, "json", false, "print the summary as one JSON object on stdout")
 	fl.Int64Var(&f.limit, "limit", 0, "load only the first N rows, then verify them (a smoke test before a big backfill)")
 	fl.Var(&f.maxFrameBytes, "max-frame-bytes", "largest encoded frame (FlightData) sent")
+	fl.StringVar(&f.compression, "compression", "none", "IPC body compression of frames: none, lz4 or zstd (pays only when the network is slower than the client's CPU)")
 	fl.Var(&f.maxInflightBytes, "max-inflight-bytes", "bytes sent but not yet acknowledged, across all streams: the memory bound")
 	fl.Var(&f.maxPageBytes, "max-page-bytes", "largest uncompressed Parquet page read; a larger one fails its file (raise it, memory allowing, for files with huge pages)")
 	fl.BoolVar(&f.force, "force", false, "ignore the manifest and load every file again")
@@ -104,8 +106,13 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 	if f.limit < 0 {
 		return usagef("--limit must be positive")
 	}
+	compression, err := partitioner.ParseCompression(f.compression)
+	if err != nil {
+		return usagef("--compression: %v", err)
+	}
 	cfg := load.Config{
 		Sources:          sources,
+		Compression:      compression,
 		Streams:          f.streams,
 		Connections:      f.connections,
 		Decoders:         f.decoders,

@@ -20,6 +20,7 @@ type serveFlags struct {
 	commitInterval time.Duration
 	discard        bool
 	shutdownWait   time.Duration
+	streamRate     byteRate
 	faults         sink.Faults
 }
 
@@ -40,6 +41,10 @@ Delta table every --commit-interval. With port 0 a free port is chosen; when rea
 "listening on HOST:PORT" on stderr. On SIGINT or SIGTERM in-flight calls end cleanly and everything
 acknowledged is committed.
 
+--stream-rate-limit caps each DoPut at RATE bytes per second (e.g. 25MB/s), as Zerobus caps each
+stream at 100 MB/s; with --fault-ack-delay (Zerobus acknowledges after about 150 ms) the sink stands
+in for the service in benchmarks (loader bench --throttle).
+
 Faults for tests (off by default): --fault-drop-after, --fault-ack-delay, --fault-rotate-after,
 --fault-unavailable.`,
 		Args: cobra.NoArgs,
@@ -52,6 +57,7 @@ Faults for tests (off by default): --fault-drop-after, --fault-ack-delay, --faul
 	fl.DurationVar(&f.commitInterval, "commit-interval", time.Second, "how often acknowledged rows are committed to Delta")
 	fl.BoolVar(&f.discard, "discard", false, "acknowledge data without storing it (client benchmarks only: NOTHING IS KEPT)")
 	fl.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for in-flight calls before cutting them off")
+	fl.Var(&f.streamRate, "stream-rate-limit", "cap each DoPut at RATE bytes per second, e.g. 25MB/s (default: unlimited)")
 	fl.IntVar(&f.faults.DropAfterFrames, "fault-drop-after", 0, "test fault: end each DoPut with Unavailable after N data frames")
 	fl.IntVar(&f.faults.DropCalls, "fault-drop-calls", 0, "test fault: apply --fault-drop-after to the next N DoPuts only (0: all)")
 	fl.DurationVar(&f.faults.AckDelay, "fault-ack-delay", 0, "test fault: hold every ack back this long")
@@ -74,6 +80,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		sink.WithCommitInterval(f.commitInterval),
 		sink.WithDiscard(f.discard),
 		sink.WithFaults(f.faults),
+		sink.WithStreamRateLimit(int64(f.streamRate)),
 	}
 	if len(f.tokens) > 0 {
 		opts = append(opts, sink.WithTokens(f.tokens...))

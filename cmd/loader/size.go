@@ -39,6 +39,28 @@ func (s *byteSize) Set(v string) error {
 func (s *byteSize) String() string { return humanBytes(int64(*s)) }
 func (s *byteSize) Type() string   { return "size" }
 
+// byteRate is a flag value holding bytes per second, written as a size with an optional "/s":
+// "25MB/s", "100MiB", "1g/s". Its zero value means no limit.
+type byteRate int64
+
+func (r *byteRate) Set(v string) error {
+	var s byteSize
+	t := strings.TrimSpace(v)
+	if err := s.Set(strings.TrimSuffix(strings.TrimSuffix(t, "/s"), "/S")); err != nil {
+		return fmt.Errorf("%q is not a positive rate such as 25MB/s or 100MiB/s", v)
+	}
+	*r = byteRate(s)
+	return nil
+}
+
+func (r *byteRate) String() string {
+	if *r == 0 {
+		return ""
+	}
+	return humanBytes(int64(*r)) + "/s"
+}
+func (r *byteRate) Type() string { return "rate" }
+
 // humanBytes renders n in binary units with one decimal: "2.0 MiB".
 func humanBytes(n int64) string {
 	const unit = 1024
