@@ -221,7 +221,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	b := &bencher{cfg: &cfg, work: work, rep: &Report{
 		Remote: cfg.Load.Endpoint != "", Table: cfg.Load.Table.String(), Throttle: cfg.Throttle,
 		MaxInflightBytes: cfg.Load.MaxInflightBytes, MaxFrameBytes: cfg.Load.MaxFrameBytes,
-		Decoders: cfg.Load.Decoders, Repeat: cfg.Repeat, Protocol: string(cfg.Load.Protocol),
+		Decoders: cfg.Load.Decoders, Repeat: cfg.Repeat, Protocol: string(cfg.Load.Protocol), Compression: cfg.Load.Compression.String(),
 	}}
 	start := time.Now()
 	err = b.run(ctx)
@@ -613,7 +613,7 @@ func (b *bencher) ceilings(ctx context.Context) error {
 	if best == nil {
 		return errors.New("bench: no loader result to take the streams of the ceilings from")
 	}
-	p, err := encodePrefix(ctx, b.decodeConfig(), b.columns, b.cfg.Load.MaxFrameBytes, maxPrefixBytes)
+	p, err := encodePrefix(ctx, b.decodeConfig(), b.columns, maxPrefixBytes)
 	if err != nil {
 		return fmt.Errorf("bench: encode the frames of the transport ceiling: %w", err)
 	}

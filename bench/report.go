@@ -27,6 +27,7 @@ type Report struct {
 	Decoders         int
 	Repeat           int
 	Protocol         string
+	Compression      string // of the frames: none, lz4 or zstd
 	Remote           bool // run against Load.Endpoint rather than local sinks
 	Table            string
 	Throttle         *Throttle
@@ -339,8 +340,8 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		groupDigits(rep.DatasetRows), rep.Files, rep.Format, float64(rep.SourceBytes)/1e6, float64(rep.DatasetBytes)/1e6)
 	fmt.Fprintf(w, "MB/s = %.1f MB (the framed dataset, MB = 10^6 bytes) / wall seconds, for every row, so MB/s ratios are time ratios\n",
 		float64(rep.DatasetBytes)/1e6)
-	fmt.Fprintf(w, "protocol %s, %d decoders, frames <= %s, in flight <= %s, %d runs each\n",
-		rep.Protocol, rep.Decoders, mib(int64(rep.MaxFrameBytes)), mib(rep.MaxInflightBytes), rep.Repeat)
+	fmt.Fprintf(w, "protocol %s, %d decoders, frames <= %s (compression %s), in flight <= %s, %d runs each\n",
+		rep.Protocol, rep.Decoders, mib(int64(rep.MaxFrameBytes)), rep.Compression, mib(rep.MaxInflightBytes), rep.Repeat)
 	if t := rep.Throttle; t != nil {
 		fmt.Fprintf(w, "throttled sink: %.1f MB/s per DoPut, acks held %s\n", float64(t.Rate)/1e6, t.Latency)
 	}

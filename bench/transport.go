@@ -30,9 +30,9 @@ type prefix struct {
 var errPrefixFull = errors.New("prefix full")
 
 // encodePrefix decodes the dataset with load.Decode (the load's own read, match and cast) and encodes
-// its batches with the load's encoder, keeping frames until limit bytes.
-func encodePrefix(ctx context.Context, cfg load.Config, schema *tableschema.Schema, maxFrame int, limit int64) (*prefix, error) {
-	enc, err := partitioner.NewEncoder(schema.Arrow(), maxFrame)
+// its batches as a load does (cfg's frame limit and compression), keeping frames until limit bytes.
+func encodePrefix(ctx context.Context, cfg load.Config, schema *tableschema.Schema, limit int64) (*prefix, error) {
+	enc, err := partitioner.NewEncoder(schema.Arrow(), cfg.MaxFrameBytes, partitioner.WithCompression(cfg.Compression))
 	if err != nil {
 		return nil, err
 	}

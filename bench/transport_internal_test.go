@@ -51,7 +51,7 @@ func demoConfig(t *testing.T) (load.Config, *tableschema.Schema) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return load.Config{Sources: []string{dir}, Table: DefaultTable, TableSchema: s, Decoders: 2}, s
+	return load.Config{Sources: []string{dir}, Table: DefaultTable, TableSchema: s, Decoders: 2, MaxFrameBytes: 16 << 10}, s
 }
 
 func TestSendPrefix(t *testing.T) {
@@ -67,7 +67,7 @@ func TestSendPrefix(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := encodePrefix(context.Background(), cfg, schema, frame, tt.limit)
+			p, err := encodePrefix(context.Background(), cfg, schema, tt.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +97,7 @@ func TestSendPrefix(t *testing.T) {
 
 func TestSendPrefixCancelled(t *testing.T) {
 	cfg, schema := demoConfig(t)
-	p, err := encodePrefix(context.Background(), cfg, schema, 16<<10, maxPrefixBytes)
+	p, err := encodePrefix(context.Background(), cfg, schema, maxPrefixBytes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ type benchFlags struct {
 	out              string
 	decoders         int
 	maxFrameBytes    byteSize
+	compression      string
 	maxInflightBytes byteSize
 	maxPageBytes     byteSize
 	quiet            bool
@@ -104,6 +105,7 @@ a progress line per run to stderr.`,
 	fl.StringVar(&f.out, "out", "bench-results", "directory for results.csv, summary.json, throughput.svg and throughput.png")
 	fl.IntVar(&f.decoders, "decoders", 0, "units decoded at once (default: the number of CPUs)")
 	fl.Var(&f.maxFrameBytes, "max-frame-bytes", "largest encoded frame (FlightData) sent")
+	fl.StringVar(&f.compression, "compression", "none", "IPC body compression of frames: none, lz4 or zstd (the loader's and the transport and sink ceilings')")
 	fl.Var(&f.maxInflightBytes, "max-inflight-bytes", "bytes sent but not yet acknowledged, across all streams: the memory bound")
 	fl.Var(&f.maxPageBytes, "max-page-bytes", "largest uncompressed Parquet page read")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress lines on stderr")
@@ -126,6 +128,10 @@ func (a *app) bench(cmd *cobra.Command, f benchFlags, paths []string) error {
 	if err != nil {
 		return usagef("--format: %w", err)
 	}
+	compression, err := partitioner.ParseCompression(f.compression)
+	if err != nil {
+		return usagef("--compression: %v", err)
+	}
 	if f.repeat < 1 || f.repeat > bench.MaxRepeat {
 		return usagef("--repeat %d: want 1 to %d", f.repeat, bench.MaxRepeat)
 	}
@@ -144,6 +150,7 @@ func (a *app) bench(cmd *cobra.Command, f benchFlags, paths []string) error {
 		Load: load.Config{
 			Decoders:         f.decoders,
 			MaxFrameBytes:    int(f.maxFrameBytes),
+			Compression:      compression,
 			MaxInflightBytes: int64(f.maxInflightBytes),
 			MaxPageBytes:     int64(f.maxPageBytes),
 		},
@@ -217,14 +224,14 @@ func (l *intList) Type() string { return "list" }
 // throttleFlag is --throttle RATE,LATENCY: a size per second and a duration.
 type throttleFlag struct {
 	set     bool
-	rate    byteSize
+	rate    byteRate
 	latency time.Duration
 }
 
 func (t *throttleFlag) Set(v string) error {
 	rate, latency, ok := strings.Cut(v, ",")
 	if !ok {
-		return fmt.Errorf("%q: want RATE,LATENCY such as 25MB,150ms", v)
+		return fmt.Errorf("%q: want RATE,LATENCY such as 25MB,150ms or 25MB/s,150ms", v)
 	}
 	if err := t.rate.Set(rate); err != nil {
 		return fmt.Errorf("rate %w", err)

@@ -44,6 +44,7 @@ func TestThrottleFlagSet(t *testing.T) {
 	}{
 		{"25MB,150ms", 25e6, 150 * time.Millisecond, ""},
 		{"2MiB, 1s", 2 << 20, time.Second, ""},
+		{"25MB/s,150ms", 25e6, 150 * time.Millisecond, ""},
 		{"1000,0s", 1000, 0, ""},
 		{"25MB", 0, 0, "RATE,LATENCY"},
 		{"fast,150ms", 0, 0, `rate "fast"`},
