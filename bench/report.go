@@ -28,7 +28,7 @@ type Report struct {
 	Repeat           int
 	Protocol         string
 	Compression      string // of the frames: none, lz4 or zstd
-	Remote           bool // run against Load.Endpoint rather than local sinks
+	Remote           bool   // run against Load.Endpoint rather than local sinks
 	Table            string
 	Throttle         *Throttle
 	Results          []*Result
