@@ -41,8 +41,9 @@
 //
 // MB/s always has the same numerator: the dataset's size as the loader frames it (Arrow IPC bytes
 // acknowledged, the Bytes of the first loader run's summary), in MB of 10^6 bytes, divided by the
-// run's wall time. MB/s ratios are therefore ratios of times. Rows/s divides the rows each run read
-// or sent. CPU seconds per GB is this process's user+system CPU time over the run (getrusage
+// run's wall time. MB/s ratios are therefore ratios of times. The rivals put other bytes on the wire
+// (ADBC the files' own types, which can be smaller than the table's); their MB/s still says how long
+// they take to move the same rows. Rows/s divides the rows each run read or sent. CPU seconds per GB is this process's user+system CPU time over the run (getrusage
 // RUSAGE_SELF: every goroutine of the client, none of the sinks, which are other processes) per GB
 // of that same size. Peak RSS is this process's VmHWM after the run; before it the heap is
 // collected and returned to the OS and the kernel's counter is reset (writing 5 to
