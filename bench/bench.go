@@ -293,42 +293,47 @@ func (b *bencher) run(ctx context.Context) error {
 	}
 	b.total = runs * b.cfg.Repeat
 
-	if err := b.decodeCeiling(ctx); err != nil {
-		return err
-	}
 	target := b.cfg.Load.Endpoint
 	if local {
 		target = b.discard.endpoint()
-	} else {
-		n := configs * b.cfg.Repeat
-		b.cfg.Writing(Writes{Endpoint: target, Table: b.rep.Table, Rows: b.rep.DatasetRows, Runs: n, Total: b.rep.DatasetRows * int64(n)})
 	}
-	if err := b.sweep(ctx, target, false); err != nil {
-		return err
+	throttled := b.cfg.Throttle != nil && local
+	if b.cfg.Throttle != nil && !local {
+		b.note("remote endpoint: the throttled sweep needs the benchmark's own sink and is skipped")
 	}
-	if rivals {
-		if err := b.rivals(ctx, b.discard, false); err != nil {
+	// Every kind's repeats are interleaved with the others' (the decode ceiling, the sweep, the
+	// rivals, throttled or not, then again), so that a slow minute of a noisy machine spreads over
+	// all of them instead of sinking one. The transport and sink ceilings follow, at the best
+	// configuration of the whole sweep.
+	for run := 1; run <= b.cfg.Repeat; run++ {
+		if err := b.decodeCeiling(ctx, run); err != nil {
 			return err
 		}
-	}
-	if b.cfg.Throttle != nil {
-		if !local {
-			b.note("remote endpoint: the throttled sweep needs the benchmark's own sink and is skipped")
-		} else {
-			if err := b.sweep(ctx, b.throttled.endpoint(), true); err != nil {
+		if run == 1 && !local {
+			n := configs * b.cfg.Repeat
+			b.cfg.Writing(Writes{Endpoint: target, Table: b.rep.Table, Rows: b.rep.DatasetRows, Runs: n, Total: b.rep.DatasetRows * int64(n)})
+		}
+		if err := b.sweep(ctx, target, false, run); err != nil {
+			return err
+		}
+		if rivals {
+			if err := b.rivals(ctx, b.discard, false, run); err != nil {
+				return err
+			}
+		}
+		if throttled {
+			if err := b.sweep(ctx, b.throttled.endpoint(), true, run); err != nil {
 				return err
 			}
 			if rivals {
-				if err := b.rivals(ctx, b.throttled, true); err != nil {
+				if err := b.rivals(ctx, b.throttled, true, run); err != nil {
 					return err
 				}
 			}
 		}
 	}
 	if local {
-		if err := b.ceilings(ctx); err != nil {
-			return err
-		}
+		return b.ceilings(ctx)
 	}
 	return nil
 }
@@ -505,6 +510,8 @@ func (b *bencher) measure(c config, run int, fn func() (rows, bytes int64, err e
 		}
 		return s, fmt.Errorf("bench: %s run %d: %w", desc, run, err)
 	}
+	b.cfg.Logger.Info("bench: run", "kind", string(kind), "throttled", throttled, "streams", streams, "connections", conns,
+		"run", run, "seconds", s.Seconds, "cpu_seconds", s.CPUSeconds, "peak_rss", s.PeakRSS, "rows", s.Rows, "bytes", s.Bytes)
 	r := b.result(c)
 	r.Samples = append(r.Samples, s)
 	if kind != KindDecode {
@@ -513,25 +520,22 @@ func (b *bencher) measure(c config, run int, fn func() (rows, bytes int64, err e
 	return s, nil
 }
 
-// decodeCeiling runs load.Decode over the dataset: the rows learned here are the dataset's.
-func (b *bencher) decodeCeiling(ctx context.Context) error {
+// decodeCeiling runs load.Decode over the dataset: the rows of its first run are the dataset's.
+func (b *bencher) decodeCeiling(ctx context.Context, run int) error {
 	cfg := b.decodeConfig()
-	for run := 1; run <= b.cfg.Repeat; run++ {
-		s, err := b.measure(config{kind: KindDecode}, run, func() (int64, int64, error) {
-			st, err := load.Decode(ctx, cfg, nil)
-			return st.Rows, 0, err
-		})
-		if err != nil {
-			return err
-		}
-		if run == 1 {
-			b.rep.DatasetRows = s.Rows
-		} else if s.Rows != b.rep.DatasetRows {
-			return fmt.Errorf("bench: decode run %d read %d rows, the first %d", run, s.Rows, b.rep.DatasetRows)
-		}
-	}
-	if b.rep.DatasetRows == 0 {
+	s, err := b.measure(config{kind: KindDecode}, run, func() (int64, int64, error) {
+		st, err := load.Decode(ctx, cfg, nil)
+		return st.Rows, 0, err
+	})
+	switch {
+	case err != nil:
+		return err
+	case run == 1 && s.Rows == 0:
 		return errors.New("bench: the dataset has no rows")
+	case run == 1:
+		b.rep.DatasetRows = s.Rows
+	case s.Rows != b.rep.DatasetRows:
+		return fmt.Errorf("bench: decode run %d read %d rows, the first %d", run, s.Rows, b.rep.DatasetRows)
 	}
 	return nil
 }
@@ -542,37 +546,34 @@ func (b *bencher) decodeConfig() load.Config {
 	return cfg
 }
 
-// sweep runs the loader over every stream and connection count, the repeats interleaved so that a
-// slow minute of a noisy machine spreads over every configuration instead of sinking one.
-func (b *bencher) sweep(ctx context.Context, endpoint string, throttled bool) error {
-	for run := 1; run <= b.cfg.Repeat; run++ {
-		for _, c := range b.cfg.Connections {
-			for _, n := range b.cfg.Streams {
-				cf := config{kind: KindLoader, throttled: throttled, streams: n, asked: c}
-				md, err := os.MkdirTemp(b.work, "manifests-")
-				if err != nil {
-					return err
+// sweep runs the loader once over every stream and connection count.
+func (b *bencher) sweep(ctx context.Context, endpoint string, throttled bool, run int) error {
+	for _, c := range b.cfg.Connections {
+		for _, n := range b.cfg.Streams {
+			cf := config{kind: KindLoader, throttled: throttled, streams: n, asked: c}
+			md, err := os.MkdirTemp(b.work, "manifests-")
+			if err != nil {
+				return err
+			}
+			lc := b.cfg.Load
+			lc.Sources, lc.Endpoint, lc.Streams, lc.Connections = b.sources, endpoint, n, cf.connections()
+			lc.Force, lc.ManifestDir, lc.Progress = true, md, &load.Progress{}
+			s, err := b.measure(cf, run, func() (int64, int64, error) {
+				sum, err := load.Run(ctx, lc)
+				if sum == nil {
+					return 0, 0, err
 				}
-				lc := b.cfg.Load
-				lc.Sources, lc.Endpoint, lc.Streams, lc.Connections = b.sources, endpoint, n, cf.connections()
-				lc.Force, lc.ManifestDir, lc.Progress = true, md, &load.Progress{}
-				s, err := b.measure(cf, run, func() (int64, int64, error) {
-					sum, err := load.Run(ctx, lc)
-					if sum == nil {
-						return 0, 0, err
-					}
-					return sum.Rows, sum.Bytes, err
-				})
-				_ = os.RemoveAll(md) // in the work directory, which goes anyway
-				if err != nil {
-					return err
-				}
-				if s.Rows != b.rep.DatasetRows {
-					return fmt.Errorf("bench: loader streams=%d run %d loaded %d rows; the dataset has %d", n, run, s.Rows, b.rep.DatasetRows)
-				}
-				if b.rep.DatasetBytes == 0 {
-					b.rep.DatasetBytes = s.Bytes // the dataset as the loader frames it: every MB/s's numerator
-				}
+				return sum.Rows, sum.Bytes, err
+			})
+			_ = os.RemoveAll(md) // in the work directory, which goes anyway
+			if err != nil {
+				return err
+			}
+			if s.Rows != b.rep.DatasetRows {
+				return fmt.Errorf("bench: loader streams=%d run %d loaded %d rows; the dataset has %d", n, run, s.Rows, b.rep.DatasetRows)
+			}
+			if b.rep.DatasetBytes == 0 {
+				b.rep.DatasetBytes = s.Bytes // the dataset as the loader frames it: every MB/s's numerator
 			}
 		}
 	}
@@ -585,25 +586,21 @@ func (b *bencher) rivalBatchRows() int64 {
 	return max(int64(b.cfg.Load.MaxFrameBytes)/perRow, 1)
 }
 
-// rivals runs ADBC and the hand-written loop against a sink, interleaved.
-func (b *bencher) rivals(ctx context.Context, s *sinkProc, throttled bool) error {
+// rivals runs ADBC and the hand-written loop once each against a sink.
+func (b *bencher) rivals(ctx context.Context, s *sinkProc, throttled bool, run int) error {
 	rows := b.rivalBatchRows()
 	table := b.cfg.Load.Table
-	for run := 1; run <= b.cfg.Repeat; run++ {
-		if _, err := b.measure(config{kind: KindADBC, throttled: throttled, streams: 1, asked: 1}, run, func() (int64, int64, error) {
-			n, err := adbcIngest(ctx, s.endpoint(), table, b.files, rows)
-			return n, 0, err
-		}); err != nil {
-			return err
-		}
-		if _, err := b.measure(config{kind: KindHandwritten, throttled: throttled, streams: 1, asked: 1}, run, func() (int64, int64, error) {
-			n, err := handwritten(ctx, s.addr, table, b.files, rows)
-			return n, 0, err
-		}); err != nil {
-			return err
-		}
+	if _, err := b.measure(config{kind: KindADBC, throttled: throttled, streams: 1, asked: 1}, run, func() (int64, int64, error) {
+		n, err := adbcIngest(ctx, s.endpoint(), table, b.files, rows)
+		return n, 0, err
+	}); err != nil {
+		return err
 	}
-	return nil
+	_, err := b.measure(config{kind: KindHandwritten, throttled: throttled, streams: 1, asked: 1}, run, func() (int64, int64, error) {
+		n, err := handwritten(ctx, s.addr, table, b.files, rows)
+		return n, 0, err
+	})
+	return err
 }
 
 // ceilings measures the transport ceiling (the discard sink) and the sink ceiling (the durable
@@ -622,11 +619,11 @@ func (b *bencher) ceilings(ctx context.Context) error {
 			float64(p.bytes)/1e6, float64(b.rep.DatasetBytes)/1e6)
 	}
 	table, dialect := b.cfg.Load.Table, b.cfg.Load.Protocol
-	for _, c := range []struct {
-		kind Kind
-		s    *sinkProc
-	}{{KindTransport, b.discard}, {KindSink, b.durable}} {
-		for run := 1; run <= b.cfg.Repeat; run++ {
+	for run := 1; run <= b.cfg.Repeat; run++ {
+		for _, c := range []struct {
+			kind Kind
+			s    *sinkProc
+		}{{KindTransport, b.discard}, {KindSink, b.durable}} {
 			if _, err := b.measure(config{kind: c.kind, streams: best.Streams, asked: best.Connections}, run, func() (int64, int64, error) {
 				return sendPrefix(ctx, p, c.s.endpoint(), dialect, table, b.rep.DatasetBytes, best.Streams, best.Connections)
 			}); err != nil {

@@ -5,8 +5,11 @@
 // # What is measured
 //
 // Every measurement runs Config.Repeat times; a configuration's figures are the minimum, median
-// and maximum over its runs. Repeats are interleaved (every configuration once, then again), so a
-// slow minute of a noisy machine spreads over all of them.
+// and maximum over its runs. Repeats are interleaved: each pass runs the decode ceiling, every
+// loader configuration and the rivals (and their throttled runs) once, so a slow minute of a noisy
+// machine spreads over all of them instead of sinking one. The transport and sink ceilings, which
+// take the best loader configuration's streams, follow, alternating. Each run's figures are logged
+// at info level (--log-level info).
 //
 //   - loader (end to end): load.Run, in this process, for each stream and connection count, into the
 //     discard sink (or the remote Load.Endpoint), with Force and a fresh manifest directory so every
