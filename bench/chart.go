@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"math"
 	"slices"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -12,17 +13,20 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 )
 
-// chart draws the median MB/s of the loader against its stream count (log2 axis), one line per
+// chart draws the median MB/s of the loader against its stream count (both axes logarithmic, so that
+// ceilings far above the loader do not flatten it), one line per
 // connection count and, with a throttle, the throttled loader and what it could reach; the ceilings
 // and rivals are horizontal lines. It writes the same chart as SVG and PNG.
 func (rep *Report) chart(svgPath, pngPath string) error {
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("loader bench: %s rows of %s, %.0f MB framed", groupDigits(rep.DatasetRows), rep.Format, float64(rep.DatasetBytes)/1e6)
 	p.X.Label.Text = "streams"
-	p.Y.Label.Text = "median MB/s (framed dataset / wall time)"
+	p.Y.Label.Text = "median MB/s (framed dataset / wall time), log scale"
 	p.X.Scale = plot.LogScale{}
+	// The legend goes right of the data, in room the x axis keeps free for it (every line ends at
+	// the largest stream count).
 	p.Legend.Top = true
-	p.Legend.Left = true
+	p.Legend.Left = false
 
 	var streams []int
 	for _, r := range rep.find(KindLoader, false) {
@@ -37,13 +41,15 @@ func (rep *Report) chart(svgPath, pngPath string) error {
 		streams = []int{1}
 	}
 	lo, hi := float64(streams[0]), float64(streams[len(streams)-1])
-	p.X.Min, p.X.Max = lo/1.25, hi*1.25
+	// On the log axis the lines take dataShare of the width; the legend gets the rest.
+	p.X.Min = lo / 1.25
+	p.X.Max = p.X.Min * math.Pow(hi*1.25/p.X.Min, 1/dataShare)
 	var ticks plot.ConstantTicks
 	for _, n := range streams {
 		ticks = append(ticks, plot.Tick{Value: float64(n), Label: fmt.Sprint(n)})
 	}
 	p.X.Tick.Marker = ticks
-	p.Y.Min = 0
+	p.Y.Scale = plot.LogScale{}
 
 	used := 0
 	next := func() color.Color {
@@ -51,11 +57,11 @@ func (rep *Report) chart(svgPath, pngPath string) error {
 		used++
 		return c
 	}
-	ymax := 0.0
+	ymin, ymax := math.Inf(1), 0.0
 	track := func(xys plotter.XYs) {
 		for _, xy := range xys {
-			if !math.IsNaN(xy.Y) && !math.IsInf(xy.Y, 0) {
-				ymax = max(ymax, xy.Y)
+			if xy.Y > 0 && !math.IsInf(xy.Y, 0) {
+				ymin, ymax = min(ymin, xy.Y), max(ymax, xy.Y)
 			}
 		}
 	}
@@ -154,15 +160,40 @@ func (rep *Report) chart(svgPath, pngPath string) error {
 			return err
 		}
 	}
-	if ymax > 0 {
-		p.Y.Max = ymax * 1.45 // room for the legend above the lines
+	if ymax <= 0 {
+		ymin, ymax = 1, 10 // nothing to draw: any range a log axis accepts
 	}
+	p.Y.Min, p.Y.Max = ymin/1.5, ymax*1.5
+	p.Y.Tick.Marker = logTicks(p.Y.Min, p.Y.Max)
 	for _, path := range []string{svgPath, pngPath} {
-		if err := p.Save(9*vg.Inch, 6*vg.Inch, path); err != nil {
+		if err := p.Save(11*vg.Inch, 6*vg.Inch, path); err != nil {
 			return fmt.Errorf("chart %s: %w", path, err)
 		}
 	}
 	return nil
+}
+
+// dataShare is the part of the x axis the lines take; the legend is drawn in the rest, on the right.
+const dataShare = 0.7
+
+// logTicks labels 1, 2 and 5 times the powers of ten between lo and hi, and marks the others.
+func logTicks(lo, hi float64) plot.ConstantTicks {
+	var ticks plot.ConstantTicks
+	// Bounded: from the decade below lo to the one above hi, and MB/s spans a few decades.
+	for exp := math.Floor(math.Log10(lo)); exp <= math.Ceil(math.Log10(hi)) && len(ticks) < 200; exp++ {
+		for m := 1.0; m < 10; m++ {
+			v := m * math.Pow(10, exp)
+			if v < lo || v > hi {
+				continue
+			}
+			label := ""
+			if m == 1 || m == 2 || m == 5 {
+				label = strconv.FormatFloat(v, 'f', -1, 64)
+			}
+			ticks = append(ticks, plot.Tick{Value: v, Label: label})
+		}
+	}
+	return ticks
 }
 
 // connectionSettings lists the connection counts the (throttled) loader ran with.
