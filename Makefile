@@ -42,9 +42,13 @@ fmt-check:
 tidy-check:
 	$(GO) mod tidy -diff
 
-## bench: go benchmarks of the hot paths (long; not part of test)
-bench:
+## bench: go benchmarks of the hot paths, then `loader bench` (streams sweep, ceilings, rivals) on a
+## small dataset into BENCH_OUT (long; not part of test)
+BENCH_FLAGS ?= --rows 500000 --files 4 --streams 1,2,4,8 --repeat 2
+BENCH_OUT   ?= bench-results
+bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./partitioner/ ./schemamatch/ ./warehouse/ ./sink/
+	$(BIN) bench $(BENCH_FLAGS) --out $(BENCH_OUT)
 
 ## fuzz: a short run of every fuzz target (FUZZTIME each)
 FUZZTIME ?= 30s

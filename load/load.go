@@ -133,11 +133,13 @@ const (
 	DefaultQuarantineDir    = "quarantine"
 )
 
-func (c *Config) applyDefaults() error {
+// applyDefaults checks the configuration and fills in the defaults; needTarget says a target is
+// required (Run and Plan; Decode sends nothing).
+func (c *Config) applyDefaults(needTarget bool) error {
 	if len(c.Sources) == 0 {
 		return errors.Join(ErrConfig, errors.New("no sources given"))
 	}
-	if c.Target == nil && c.Endpoint == "" {
+	if needTarget && c.Target == nil && c.Endpoint == "" {
 		return errors.Join(ErrConfig, errors.New("no target: give an endpoint or a Target"))
 	}
 	if c.Protocol == "" {

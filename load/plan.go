@@ -57,7 +57,7 @@ type PlanSchema struct {
 // CreateTable would create is planned against the columns it would get). It returns ErrWouldFail
 // (with the report) when any file could not be loaded.
 func Plan(ctx context.Context, cfg Config) (*PlanReport, error) {
-	if err := cfg.applyDefaults(); err != nil {
+	if err := cfg.applyDefaults(true); err != nil {
 		return nil, err
 	}
 	files, err := discover(ctx, &cfg)

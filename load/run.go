@@ -32,7 +32,7 @@ const drainGrace = 10 * time.Second
 // for: ErrPartial, ErrVerify, ErrConfig, context.Canceled, and *TableNotFoundError and
 // *LossyDescriptionError with errors.As.
 func Run(ctx context.Context, cfg Config) (*Summary, error) {
-	if err := cfg.applyDefaults(); err != nil {
+	if err := cfg.applyDefaults(true); err != nil {
 		return nil, err
 	}
 	files, err := discover(ctx, &cfg)
@@ -164,7 +164,7 @@ type pipeline struct {
 	cfg    *Config
 	table  *table
 	client *flightclient.Client // the target's streams
-	m      *manifest.Manifest
+	m      unitLog
 	files  []readers.File
 	ids    []manifest.FileID // filled as files are opened; read by acked after a channel handoff
 	schema *arrow.Schema     // the table's canonical schema: every frame's
@@ -185,6 +185,10 @@ type pipeline struct {
 	failed []failure
 
 	elapsed time.Duration
+
+	// decoded, when set, ends the pipeline after the cast: each cast batch goes to it instead of
+	// the encoder and the wire (Decode).
+	decoded func(arrow.RecordBatch) error
 }
 
 type planResult struct {
@@ -192,7 +196,7 @@ type planResult struct {
 	err  error
 }
 
-func newPipeline(cfg *Config, tbl *table, client *flightclient.Client, m *manifest.Manifest, files []readers.File) (*pipeline, error) {
+func newPipeline(cfg *Config, tbl *table, client *flightclient.Client, m unitLog, files []readers.File) (*pipeline, error) {
 	schema := tbl.schema.Arrow()
 	enc, err := partitioner.NewEncoder(schema, cfg.MaxFrameBytes, partitioner.WithAllocator(cfg.Allocator),
 		partitioner.WithCompression(cfg.Compression))
@@ -661,6 +665,9 @@ func (p *pipeline) send(ctx context.Context, fr *fileRun, unit int, rec arrow.Re
 		return err
 	}
 	defer out.Release()
+	if p.decoded != nil {
+		return p.decoded(out)
+	}
 	return p.enc.Encode(out, partitioner.Span{File: fr.idx, Unit: unit, Row: r.From}, func(f *partitioner.Frame) error {
 		size := int64(f.Size())
 		if err := p.budget.Acquire(ctx, size); err != nil {

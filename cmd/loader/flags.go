@@ -15,30 +15,23 @@ import (
 	"github.com/loaderproject/loader/tableschema"
 )
 
-// targetFlags choose the table and how to reach it; load and plan share them.
-type targetFlags struct {
-	table       string
-	endpoint    string
-	protocol    string
-	token       string
-	warehouse   string
-	createTable bool
-	tableSchema string
-
-	embedded []embedded.Option // set by the command before apply: options of the embedded sink
+// endpointFlags name the table and the endpoint it is behind; load, plan and bench share them.
+type endpointFlags struct {
+	table    string
+	endpoint string
+	protocol string
+	token    string
 }
 
-func (f *targetFlags) register(fl *pflag.FlagSet) {
+func (f *endpointFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.table, "table", "", "target table, catalog.schema.table (required)")
 	fl.StringVar(&f.endpoint, "endpoint", "", "target URL; empty runs the embedded sink over --warehouse")
 	fl.StringVar(&f.protocol, "protocol", string(load.DefaultProtocol), "target dialect: zerobus, flightsql or flight")
 	fl.StringVar(&f.token, "token", os.Getenv("LOADER_TOKEN"), "bearer token sent to the endpoint (default $LOADER_TOKEN)")
-	fl.StringVar(&f.warehouse, "warehouse", embedded.DefaultWarehouse, "warehouse directory of the embedded sink")
-	fl.BoolVar(&f.createTable, "create-table", false, "create the table if it does not exist, with --table-schema's columns or the first file's canonical schema (embedded sink and Flight SQL targets)")
-	fl.StringVar(&f.tableSchema, "table-schema", "", "the table's columns in Databricks SQL: override what the target describes (a warning says when they differ), and what is assumed for targets that cannot describe tables (Zerobus; default there: the first file's canonical schema)")
 }
 
-func (f *targetFlags) apply(cfg *load.Config) error {
+// apply sets the table, endpoint, protocol, token and user agent of cfg.
+func (f *endpointFlags) apply(cfg *load.Config) error {
 	if f.table == "" {
 		return usagef("--table is required")
 	}
@@ -50,13 +43,39 @@ func (f *targetFlags) apply(cfg *load.Config) error {
 	if err != nil {
 		return usageError{err}
 	}
-	cfg.Table, cfg.Endpoint, cfg.Protocol, cfg.Token = name, f.endpoint, dialect, f.token
-	cfg.CreateTable, cfg.UserAgent = f.createTable, userAgent()
+	cfg.Table, cfg.Endpoint, cfg.Protocol, cfg.Token, cfg.UserAgent = name, f.endpoint, dialect, f.token, userAgent()
+	return nil
+}
+
+// targetFlags choose the table and how to reach it, the embedded sink included; load and plan share
+// them.
+type targetFlags struct {
+	endpointFlags
+	warehouse   string
+	createTable bool
+	tableSchema string
+
+	embedded []embedded.Option // set by the command before apply: options of the embedded sink
+}
+
+func (f *targetFlags) register(fl *pflag.FlagSet) {
+	f.endpointFlags.register(fl)
+	fl.StringVar(&f.warehouse, "warehouse", embedded.DefaultWarehouse, "warehouse directory of the embedded sink")
+	fl.BoolVar(&f.createTable, "create-table", false, "create the table if it does not exist, with --table-schema's columns or the first file's canonical schema (embedded sink and Flight SQL targets)")
+	fl.StringVar(&f.tableSchema, "table-schema", "", "the table's columns in Databricks SQL: override what the target describes (a warning says when they differ), and what is assumed for targets that cannot describe tables (Zerobus; default there: the first file's canonical schema)")
+}
+
+func (f *targetFlags) apply(cfg *load.Config) error {
+	if err := f.endpointFlags.apply(cfg); err != nil {
+		return err
+	}
+	cfg.CreateTable = f.createTable
 	if f.endpoint == "" {
-		opts := append([]embedded.Option{embedded.WithProtocol(dialect), embedded.WithLogger(cfg.Logger)}, f.embedded...)
+		opts := append([]embedded.Option{embedded.WithProtocol(cfg.Protocol), embedded.WithLogger(cfg.Logger)}, f.embedded...)
 		cfg.Target = embedded.New(f.warehouse, opts...)
 	}
 	if f.tableSchema != "" {
+		var err error
 		if cfg.TableSchema, err = tableschema.ParseColumns(f.tableSchema); err != nil {
 			return usagef("--table-schema: %w", err)
 		}

@@ -9,19 +9,26 @@ import (
 )
 
 func (a *app) generateCommand() *cobra.Command {
-	var out string
+	var out, format string
 	var opts demodata.Options
 	cmd := &cobra.Command{
-		Use:   "generate --out DIR [--rows N] [--files K] [--row-group-rows R] [--seed S]",
-		Short: "Write a deterministic demo dataset of Parquet files",
-		Long: `Write a realistic dataset of product events as Parquet files: 17 columns of mixed types (ids,
-strings with nulls, timestamps, dates, decimals, doubles, floats, booleans, a list, a struct, binary).
-The same flags always write the same bytes, so runs and benchmarks are comparable.`,
+		Use:   "generate --out DIR [--rows N] [--files K] [--row-group-rows R] [--format parquet|csv|ipc] [--seed S]",
+		Short: "Write a deterministic demo dataset of Parquet, CSV or Arrow IPC files",
+		Long: `Write a realistic dataset of product events as Parquet (default), CSV or Arrow IPC files: 17
+columns of mixed types (ids, strings with nulls, timestamps, dates, decimals, doubles, floats,
+booleans, a list, a struct, binary). The same flags always write the same bytes, so runs and
+benchmarks are comparable, and every format holds the same rows. CSV holds lists and structs as
+JSON; load it into a table created with the Parquet files' columns (loader table create --like).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return usagef("--out is required")
 			}
+			f, err := demodata.ParseFormat(format)
+			if err != nil {
+				return usagef("--format: %w", err)
+			}
+			opts.Format = f
 			res, err := demodata.Generate(cmd.Context(), out, opts)
 			if err != nil {
 				return err
@@ -30,10 +37,11 @@ The same flags always write the same bytes, so runs and benchmarks are comparabl
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "", "directory to write part-NNNNN.parquet files into")
+	cmd.Flags().StringVar(&out, "out", "", "directory to write the part-NNNNN files into")
+	cmd.Flags().StringVar(&format, "format", string(demodata.Parquet), "file format: parquet, csv or ipc (Arrow IPC file)")
 	cmd.Flags().Int64Var(&opts.Rows, "rows", 1_000_000, "total rows")
 	cmd.Flags().IntVar(&opts.Files, "files", 8, "number of files")
-	cmd.Flags().Int64Var(&opts.RowGroupRows, "row-group-rows", 25_000, "rows per Parquet row group")
+	cmd.Flags().Int64Var(&opts.RowGroupRows, "row-group-rows", 25_000, "rows per Parquet row group or Arrow IPC record batch")
 	cmd.Flags().Uint64Var(&opts.Seed, "seed", 0, "random seed")
 	return cmd
 }

@@ -1,5 +1,6 @@
-// Package demodata generates a realistic, deterministic dataset of Parquet files: the data `make demo`
-// loads and the benchmarks measure. The same options always produce byte-identical files.
+// Package demodata generates a realistic, deterministic dataset of Parquet, CSV or Arrow IPC files:
+// the data `make demo` loads and the benchmarks measure. The same options always produce
+// byte-identical files, and the three formats hold the same rows.
 //
 // The rows look like product events: ids, strings with nulls, timestamps with a zone, dates, decimals,
 // doubles, floats, booleans, a list of tags, a struct and some binary. The Arrow types are the ones
@@ -17,17 +18,55 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
+// Format is the file format of a dataset.
+type Format string
+
+// The formats.
+const (
+	// Parquet files (part-NNNNN.parquet), Snappy-compressed, a row group per RowGroupRows rows.
+	Parquet Format = "parquet"
+	// CSV files (part-NNNNN.csv) with a header row; nulls are empty fields, lists and structs JSON,
+	// timestamps RFC 3339 in UTC, decimals their text, binary its bytes as they are (quoted when
+	// needed). The table's columns (Schema's canonical mapping) give the types back.
+	CSV Format = "csv"
+	// Arrow IPC files (part-NNNNN.arrow, the random-access file format), a record batch per
+	// RowGroupRows rows.
+	IPC Format = "ipc"
+)
+
+// ParseFormat reads a format name: parquet, csv or ipc.
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(s); f {
+	case Parquet, CSV, IPC:
+		return f, nil
+	}
+	return "", fmt.Errorf("unknown format %q, want parquet, csv or ipc", s)
+}
+
+// ext is the file name extension of the format.
+func (f Format) ext() string {
+	switch f {
+	case CSV:
+		return ".csv"
+	case IPC:
+		return ".arrow"
+	}
+	return ".parquet"
+}
+
 // Options size the dataset. Zero values take the defaults noted.
 type Options struct {
-	Rows         int64 // total rows; default 1,000,000
-	Files        int   // number of files; default 8
-	RowGroupRows int64 // rows per row group; default 25,000
+	Rows         int64  // total rows; default 1,000,000
+	Files        int    // number of files; default 8
+	RowGroupRows int64  // rows per row group (Parquet) or record batch (IPC); default 25,000
+	Format       Format // default Parquet; an unknown one makes Generate fail
 	Seed         uint64
 }
 
@@ -43,6 +82,9 @@ func (o *Options) applyDefaults() {
 	}
 	if o.RowGroupRows <= 0 {
 		o.RowGroupRows = 25_000 // several row groups per file
+	}
+	if o.Format == "" {
+		o.Format = Parquet // what the loader's users have most
 	}
 }
 
@@ -79,9 +121,13 @@ type Result struct {
 	Rows  int64
 }
 
-// Generate writes the dataset into dir as part-NNNNN.parquet files, replacing files of the same name.
+// Generate writes the dataset into dir as part-NNNNN files of the format (.parquet, .csv or .arrow),
+// replacing files of the same name.
 func Generate(ctx context.Context, dir string, opts Options) (Result, error) {
 	opts.applyDefaults()
+	if _, err := ParseFormat(string(opts.Format)); err != nil {
+		return Result{}, fmt.Errorf("demodata: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Result{}, err
 	}
@@ -93,7 +139,7 @@ func Generate(ctx context.Context, dir string, opts Options) (Result, error) {
 		if f == opts.Files-1 {
 			n = opts.Rows - start
 		}
-		path := filepath.Join(dir, fmt.Sprintf("part-%05d.parquet", f))
+		path := filepath.Join(dir, fmt.Sprintf("part-%05d%s", f, opts.Format.ext()))
 		if err := writeFile(ctx, path, f, start, n, opts); err != nil {
 			return res, fmt.Errorf("demodata: %s: %w", path, err)
 		}
@@ -102,6 +148,44 @@ func Generate(ctx context.Context, dir string, opts Options) (Result, error) {
 		start += n
 	}
 	return res, nil
+}
+
+// batchWriter writes the batches of one file; Close finishes the file (and closes it).
+type batchWriter interface {
+	Write(rec arrow.RecordBatch) error
+	Close() error
+}
+
+func newWriter(out *os.File, opts Options) (batchWriter, error) {
+	switch opts.Format {
+	case CSV:
+		return newCSVWriter(out), nil
+	case IPC:
+		w, err := ipc.NewFileWriter(out, ipc.WithSchema(Schema()))
+		if err != nil {
+			return nil, err
+		}
+		return closeBoth{w, out}, nil
+	}
+	props := parquet.NewWriterProperties(
+		parquet.WithCompression(compress.Codecs.Snappy),
+		parquet.WithMaxRowGroupLength(opts.RowGroupRows),
+		parquet.WithCreatedBy("loader demodata"),
+	)
+	return pqarrow.NewFileWriter(Schema(), out, props, pqarrow.DefaultWriterProps()) // its Close closes out
+}
+
+// closeBoth closes a writer that leaves its file open, then the file.
+type closeBoth struct {
+	batchWriter
+	f *os.File
+}
+
+func (c closeBoth) Close() error {
+	if err := c.batchWriter.Close(); err != nil {
+		return err
+	}
+	return c.f.Close()
 }
 
 func writeFile(ctx context.Context, path string, fileIdx int, firstID, rows int64, opts Options) (err error) {
@@ -116,12 +200,7 @@ func writeFile(ctx context.Context, path string, fileIdx int, firstID, rows int6
 			os.Remove(tmp)
 		}
 	}()
-	props := parquet.NewWriterProperties(
-		parquet.WithCompression(compress.Codecs.Snappy),
-		parquet.WithMaxRowGroupLength(opts.RowGroupRows),
-		parquet.WithCreatedBy("loader demodata"),
-	)
-	w, err := pqarrow.NewFileWriter(Schema(), out, props, pqarrow.DefaultWriterProps())
+	w, err := newWriter(out, opts)
 	if err != nil {
 		return err
 	}

@@ -5,11 +5,17 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/parquet/file"
 
 	"github.com/loaderproject/loader/internal/demodata"
+	"github.com/loaderproject/loader/internal/fixture"
+	"github.com/loaderproject/loader/readers"
+	"github.com/loaderproject/loader/schemamatch"
+	"github.com/loaderproject/loader/tableschema"
 )
 
 func TestGenerateIsDeterministic(t *testing.T) {
@@ -55,5 +61,92 @@ func TestGenerateCancelled(t *testing.T) {
 	cancel()
 	if _, err := demodata.Generate(ctx, t.TempDir(), demodata.Options{Rows: 100}); err == nil {
 		t.Error("Generate(cancelled) = nil error")
+	}
+}
+
+// TestFormatsHoldTheSameRows reads each format back the way a load does (readers, then schemamatch to
+// the table's canonical schema) and compares every value with the Parquet files'.
+func TestFormatsHoldTheSameRows(t *testing.T) {
+	table, err := tableschema.FromArrow(demodata.Schema())
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(t *testing.T, format demodata.Format) []fixture.Row {
+		dir := t.TempDir()
+		res, err := demodata.Generate(context.Background(), dir, demodata.Options{Rows: 3000, Files: 2, RowGroupRows: 700, Format: format, Seed: 3})
+		if err != nil {
+			t.Fatalf("Generate(%s): %v", format, err)
+		}
+		var rows []fixture.Row
+		for _, path := range res.Files {
+			if !strings.HasSuffix(path, "."+map[demodata.Format]string{demodata.Parquet: "parquet", demodata.CSV: "csv", demodata.IPC: "arrow"}[format]) {
+				t.Errorf("Generate(%s) wrote %s", format, path)
+			}
+			rows = append(rows, readCanonical(t, path, table)...)
+		}
+		return rows
+	}
+	want := read(t, demodata.Parquet)
+	if len(want) != 3000 {
+		t.Fatalf("Parquet holds %d rows; want 3000", len(want))
+	}
+	for _, format := range []demodata.Format{demodata.CSV, demodata.IPC} {
+		t.Run(string(format), func(t *testing.T) {
+			if diffs := fixture.DiffRows(read(t, format), want, 5); len(diffs) > 0 {
+				t.Errorf("%s rows differ from Parquet's:\n%s", format, strings.Join(diffs, "\n"))
+			}
+		})
+	}
+}
+
+func readCanonical(t *testing.T, path string, table *tableschema.Schema) []fixture.Row {
+	t.Helper()
+	ctx := context.Background()
+	files, err := readers.Discover(ctx, []string{path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := readers.Open(ctx, files[0], readers.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	plan, err := schemamatch.NewPlan(src.Schema(), table)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	var recs []arrow.RecordBatch
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	for _, u := range src.Units() {
+		err := src.ReadUnit(ctx, u.Index, func(rec arrow.RecordBatch) error {
+			out, err := plan.Apply(rec)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, out)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	return fixture.Rows(recs)
+}
+
+func TestParseFormat(t *testing.T) {
+	for _, s := range []string{"parquet", "csv", "ipc"} {
+		if f, err := demodata.ParseFormat(s); err != nil || string(f) != s {
+			t.Errorf("ParseFormat(%q) = %q, %v; want %q", s, f, err, s)
+		}
+	}
+	if _, err := demodata.ParseFormat("orc"); err == nil || !strings.Contains(err.Error(), "orc") {
+		t.Errorf("ParseFormat(orc) = %v; want an error naming it", err)
+	}
+	if _, err := demodata.Generate(context.Background(), t.TempDir(), demodata.Options{Rows: 10, Format: "orc"}); err == nil {
+		t.Error("Generate(format orc) = nil error")
 	}
 }
