@@ -23,6 +23,7 @@ type benchFlags struct {
 	rows             int64
 	files            int
 	format           string
+	canonical        bool
 	seed             uint64
 	keepData         bool
 	streams          intList
@@ -97,6 +98,7 @@ a progress line per run to stderr.`,
 	fl.IntVar(&f.files, "files", 8, "files of the generated dataset")
 	fl.StringVar(&f.format, "format", string(demodata.Parquet), "format of the generated dataset: parquet, csv or ipc (Arrow IPC file)")
 	fl.Uint64Var(&f.seed, "seed", 0, "random seed of the generated dataset")
+	fl.BoolVar(&f.canonical, "canonical", false, "generate the dataset in the canonical Arrow types frames carry, so nothing needs a cast (as loader generate --canonical)")
 	fl.BoolVar(&f.keepData, "keep-data", false, "write the generated dataset to OUT/data and keep it")
 	fl.Var(&f.streams, "streams", "stream counts to sweep, comma-separated")
 	fl.Var(&f.connections, "connections", "connection counts to sweep, comma-separated (default: the load's, one per stream up to 8)")
@@ -115,7 +117,7 @@ a progress line per run to stderr.`,
 func (a *app) bench(cmd *cobra.Command, f benchFlags, paths []string) error {
 	fl := cmd.Flags()
 	if len(paths) > 0 {
-		for _, name := range []string{"rows", "files", "format", "seed", "keep-data"} {
+		for _, name := range []string{"rows", "files", "format", "seed", "keep-data", "canonical"} {
 			if fl.Changed(name) {
 				return usagef("--%s describes the generated dataset; with PATHs nothing is generated", name)
 			}
@@ -143,7 +145,7 @@ func (a *app) bench(cmd *cobra.Command, f benchFlags, paths []string) error {
 	}
 	cfg := bench.Config{
 		Sources:     paths,
-		Dataset:     demodata.Options{Rows: f.rows, Files: f.files, Format: format, Seed: f.seed},
+		Dataset:     demodata.Options{Rows: f.rows, Files: f.files, Format: format, Seed: f.seed, Canonical: f.canonical},
 		Streams:     f.streams,
 		Connections: f.connections,
 		Repeat:      f.repeat,

@@ -18,7 +18,9 @@ func (a *app) generateCommand() *cobra.Command {
 columns of mixed types (ids, strings with nulls, timestamps, dates, decimals, doubles, floats,
 booleans, a list, a struct, binary). The same flags always write the same bytes, so runs and
 benchmarks are comparable, and every format holds the same rows. CSV holds lists and structs as
-JSON; load it into a table created with the Parquet files' columns (loader table create --like).`,
+JSON; load it into a table created with the Parquet files' columns (loader table create --like).
+With --canonical the columns are written in the types the wire carries, as a tool writing for
+Zerobus would, so a load of them casts nothing (DECIMAL text is still checked).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
@@ -43,5 +45,6 @@ JSON; load it into a table created with the Parquet files' columns (loader table
 	cmd.Flags().IntVar(&opts.Files, "files", 8, "number of files")
 	cmd.Flags().Int64Var(&opts.RowGroupRows, "row-group-rows", 25_000, "rows per Parquet row group or Arrow IPC record batch")
 	cmd.Flags().Uint64Var(&opts.Seed, "seed", 0, "random seed")
+	cmd.Flags().BoolVar(&opts.Canonical, "canonical", false, "write the columns in the canonical Arrow types frames carry (large strings, microsecond timestamps, DECIMAL as text), so loading them needs no cast (Parquet and IPC)")
 	return cmd
 }

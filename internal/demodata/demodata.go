@@ -10,6 +10,7 @@ package demodata
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -23,6 +24,9 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/loaderproject/loader/schemamatch"
+	"github.com/loaderproject/loader/tableschema"
 )
 
 // Format is the file format of a dataset.
@@ -68,6 +72,10 @@ type Options struct {
 	RowGroupRows int64  // rows per row group (Parquet) or record batch (IPC); default 25,000
 	Format       Format // default Parquet; an unknown one makes Generate fail
 	Seed         uint64
+	// Canonical writes the columns in the canonical Arrow types of their table columns (the types
+	// frames carry: large strings, microsecond timestamps, DECIMAL as text...), so a load needs no
+	// cast: the files a tool writing for Zerobus would have. Parquet and IPC only.
+	Canonical bool
 }
 
 func (o *Options) applyDefaults() {
@@ -128,6 +136,9 @@ func Generate(ctx context.Context, dir string, opts Options) (Result, error) {
 	if _, err := ParseFormat(string(opts.Format)); err != nil {
 		return Result{}, fmt.Errorf("demodata: %w", err)
 	}
+	if opts.Canonical && opts.Format == CSV {
+		return Result{}, errors.New("demodata: canonical types apply to Parquet and Arrow IPC files; CSV is text")
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Result{}, err
 	}
@@ -156,12 +167,25 @@ type batchWriter interface {
 	Close() error
 }
 
-func newWriter(out *os.File, opts Options) (batchWriter, error) {
+// canonicalPlan casts the generated batches to the canonical Arrow types of their table columns.
+func canonicalPlan() (*schemamatch.Plan, error) {
+	ts, err := tableschema.FromArrow(Schema())
+	if err != nil {
+		return nil, err
+	}
+	return schemamatch.NewPlan(Schema(), ts)
+}
+
+func newWriter(out *os.File, opts Options, plan *schemamatch.Plan) (batchWriter, error) {
+	schema := Schema()
+	if plan != nil {
+		schema = plan.Schema()
+	}
 	switch opts.Format {
 	case CSV:
 		return newCSVWriter(out), nil
 	case IPC:
-		w, err := ipc.NewFileWriter(out, ipc.WithSchema(Schema()))
+		w, err := ipc.NewFileWriter(out, ipc.WithSchema(schema))
 		if err != nil {
 			return nil, err
 		}
@@ -172,7 +196,13 @@ func newWriter(out *os.File, opts Options) (batchWriter, error) {
 		parquet.WithMaxRowGroupLength(opts.RowGroupRows),
 		parquet.WithCreatedBy("loader demodata"),
 	)
-	return pqarrow.NewFileWriter(Schema(), out, props, pqarrow.DefaultWriterProps()) // its Close closes out
+	arrowProps := pqarrow.DefaultWriterProps()
+	if plan != nil {
+		// The stored Arrow schema keeps the large types, which a reader would otherwise read back as
+		// their plain Parquet defaults.
+		arrowProps = pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())
+	}
+	return pqarrow.NewFileWriter(schema, out, props, arrowProps) // its Close closes out
 }
 
 // closeBoth closes a writer that leaves its file open, then the file.
@@ -200,7 +230,13 @@ func writeFile(ctx context.Context, path string, fileIdx int, firstID, rows int6
 			os.Remove(tmp)
 		}
 	}()
-	w, err := newWriter(out, opts)
+	var plan *schemamatch.Plan
+	if opts.Canonical {
+		if plan, err = canonicalPlan(); err != nil {
+			return err
+		}
+	}
+	w, err := newWriter(out, opts, plan)
 	if err != nil {
 		return err
 	}
@@ -212,6 +248,15 @@ func writeFile(ctx context.Context, path string, fileIdx int, firstID, rows int6
 		}
 		n := min(opts.RowGroupRows, rows-done)
 		rec := batch(rng, firstID+done, n)
+		if plan != nil {
+			cast, err := plan.Apply(rec)
+			rec.Release()
+			if err != nil {
+				w.Close()
+				return err
+			}
+			rec = cast
+		}
 		err := w.Write(rec)
 		rec.Release()
 		if err != nil {
