@@ -212,7 +212,10 @@ func (s *parquetSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 		if err != nil {
 			return err
 		}
-		fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{BatchSize: batch}, mem)
+		// PreAllocBinaryData sizes each batch's string and binary values buffer from the column
+		// chunk's uncompressed size up front, instead of doubling it (a copy each time) as values
+		// come; a dictionary-encoded chunk under-reserves, which only leaves some doubling.
+		fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{BatchSize: batch, PreAllocBinaryData: true}, mem)
 		if err != nil {
 			return err
 		}
