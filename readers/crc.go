@@ -60,6 +60,7 @@ func (e *PageTooLargeError) filePath() string { return e.Path }
 // uncompressed page size it saw.
 func checkRowGroupPages(r io.ReaderAt, size int64, rg *metadata.RowGroupMetaData, path string, unit int, crc bool, maxPage int64) (int64, error) {
 	var largest int64
+	w := new(pageWalker) // one window for every chunk of the row group
 	for c := 0; c < rg.NumColumns(); c++ {
 		cc, err := rg.ColumnChunk(c)
 		if err != nil {
@@ -74,7 +75,7 @@ func checkRowGroupPages(r io.ReaderAt, size int64, rg *metadata.RowGroupMetaData
 			continue
 		}
 		column := cc.PathInSchema().String()
-		big, err := walkChunk(r, start, length, column, crc, maxPage)
+		big, err := w.walk(r, start, length, column, crc, maxPage)
 		if err != nil {
 			return largest, err
 		}
@@ -94,11 +95,21 @@ func checkRowGroupPages(r io.ReaderAt, size int64, rg *metadata.RowGroupMetaData
 // largest uncompressed page size, stopping at the first page over maxPage; with crc it verifies
 // every checksummed page before it.
 func walkChunk(r io.ReaderAt, start, length int64, column string, crc bool, maxPage int64) (int64, error) {
+	return new(pageWalker).walk(r, start, length, column, crc, maxPage)
+}
+
+// pageWalker holds walkChunk's buffers, so that the chunks of a row group share them.
+type pageWalker struct {
+	window, body [64 << 10]byte
+}
+
+// walk is walkChunk with wk's buffers.
+func (wk *pageWalker) walk(r io.ReaderAt, start, length int64, column string, crc bool, maxPage int64) (int64, error) {
 	// Stream the chunk: page headers are parsed from a small window, which is read again only when
 	// a header is not inside it (small pages share one read); bodies are hashed as they are read,
 	// starting with the part the window already holds, so memory stays bounded whatever the chunk
 	// size and each byte is read once.
-	var window, body [64 << 10]byte
+	window, body := wk.window[:], wk.body[:]
 	var (
 		w       []byte // window's valid bytes, which start at chunk offset wpos
 		wpos    int64
