@@ -274,7 +274,7 @@ func (s *parquetSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 	})
 	mem := s.mem
 	err := st.run(ctx, func() error {
-		largest, err := checkRowGroupPages(s.fh, s.f.Size, s.meta.RowGroup(unit), s.f.Path, unit, s.cfg.verifyCRC, s.cfg.maxPage)
+		largest, sizesTrue, err := checkRowGroupPages(s.fh, s.f.Size, s.meta.RowGroup(unit), s.f.Path, unit, s.cfg.verifyCRC, s.cfg.maxPage)
 		if err != nil {
 			return err
 		}
@@ -290,8 +290,9 @@ func (s *parquetSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 		}
 		// PreAllocBinaryData sizes each batch's string and binary values buffer from the column
 		// chunk's uncompressed size up front, instead of doubling it (a copy each time) as values
-		// come; a dictionary-encoded chunk under-reserves, which only leaves some doubling.
-		fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{BatchSize: batch, PreAllocBinaryData: true}, mem)
+		// come; a dictionary-encoded chunk under-reserves, which only leaves some doubling. Only
+		// when the pages bear the footer's sizes out: a footer that lies would size the buffers.
+		fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{BatchSize: batch, PreAllocBinaryData: sizesTrue}, mem)
 		if err != nil {
 			return err
 		}
