@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
-	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -20,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/loaderproject/loader/internal/bufpool"
 	"github.com/loaderproject/loader/internal/memlimit"
 )
 
@@ -38,7 +37,11 @@ type parquetSource struct {
 	// int96 maps top-level field index -> leaf column for flat INT96 columns, which are read
 	// here as timestamp[us] (see readInt96) instead of pqarrow's timestamp[ns].
 	int96 map[int]int
-	pages pagePool // the page buffers of every unit
+	// pages allocates the page buffers (compressed and decompressed pages, dictionary pages, the
+	// decoders' scratch) of every unit: each row group's readers ask for about the same buffers
+	// and free them when the row group is done, so the next one reuses them. Unzeroed: every page
+	// buffer is filled (read or decompressed into) before it is read.
+	pages *bufpool.Pool
 }
 
 // readerProps returns the page reader properties. Page buffers come from pages (Go's allocator when
@@ -51,76 +54,6 @@ func readerProps(pages memory.Allocator) *parquet.ReaderProperties {
 	props := parquet.NewReaderProperties(pages)
 	props.BufferedStreamEnabled = true
 	return props
-}
-
-// pagePool is the allocator of a Parquet source's page buffers (compressed and decompressed pages,
-// dictionary pages, the decoders' scratch): each row group's readers ask for about the same buffers
-// and free them when the row group is done, so the next row group reuses them instead of asking Go
-// for fresh, zeroed memory that the garbage collector must then reclaim. Buffers are not zeroed on
-// reuse: every page buffer is filled (read or decompressed into) before it is read. Sizes round up
-// to a power of two from pageClassMin; a buffer over pageClassMax is Go's, never pooled. A buffer
-// the readers leave to a finalizer is simply not reused. Safe for concurrent use; sync.Pool lets
-// the collector drop idle buffers.
-type pagePool struct {
-	classes [pageClasses]sync.Pool // *[]byte of cap pageClassMin<<i, 64-byte aligned
-}
-
-const (
-	pageClassMin = 4 << 10
-	pageClasses  = 15 // up to pageClassMax
-	pageClassMax = pageClassMin << (pageClasses - 1)
-	pageAlign    = 64 // as memory.GoAllocator aligns
-)
-
-var _ memory.Allocator = (*pagePool)(nil)
-
-// pageClass returns the class of a buffer of size bytes, or -1 for none.
-func pageClass(size int) int {
-	if size > pageClassMax {
-		return -1
-	}
-	c := 0
-	for pageClassMin<<c < size {
-		c++
-	}
-	return c
-}
-
-func (p *pagePool) Allocate(size int) []byte {
-	c := pageClass(size)
-	if c < 0 {
-		return alignedBytes(size, size)
-	}
-	if b, ok := p.classes[c].Get().(*[]byte); ok {
-		return (*b)[:size]
-	}
-	return alignedBytes(size, pageClassMin<<c)
-}
-
-func (p *pagePool) Reallocate(size int, b []byte) []byte {
-	if cap(b) >= size {
-		return b[:size]
-	}
-	nb := p.Allocate(size)
-	copy(nb, b)
-	p.Free(b)
-	return nb
-}
-
-func (p *pagePool) Free(b []byte) {
-	c := pageClass(cap(b))
-	if c < 0 || cap(b) != pageClassMin<<c || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%pageAlign != 0 {
-		return // not one of the pool's sizes: Go's to collect
-	}
-	b = b[:cap(b)]
-	p.classes[c].Put(&b)
-}
-
-// alignedBytes returns size bytes of a new 64-byte aligned slice of capacity capacity.
-func alignedBytes(size, capacity int) []byte {
-	buf := make([]byte, capacity+pageAlign)
-	shift := int(uintptr(pageAlign)-uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%pageAlign) % pageAlign
-	return buf[shift : shift+size : shift+capacity]
 }
 
 func openParquet(ctx context.Context, f File, cfg *config) (src unitSource, err error) {
@@ -143,7 +76,7 @@ func openParquet(ctx context.Context, f File, cfg *config) (src unitSource, err 
 	if bytes.Equal(tail, magicParquetEnc) {
 		return nil, ErrEncrypted
 	}
-	s := &parquetSource{f: f, cfg: cfg, fh: fh}
+	s := &parquetSource{f: f, cfg: cfg, fh: fh, pages: bufpool.NewUnzeroed()}
 	s.mem = limitAllocator(cfg, f.Size)
 	err = guard(func() error {
 		rdr, err := file.NewParquetReader(io.NewSectionReader(fh, 0, f.Size), file.WithReadProps(readerProps(nil)))
@@ -284,7 +217,7 @@ func (s *parquetSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 			mem = memlimit.New(s.cfg.mem, 2*largest, memlimit.PerAllocation)
 		}
 		rdr, err := file.NewParquetReader(io.NewSectionReader(s.fh, 0, s.f.Size),
-			file.WithReadProps(readerProps(&s.pages)), file.WithMetadata(s.meta))
+			file.WithReadProps(readerProps(s.pages)), file.WithMetadata(s.meta))
 		if err != nil {
 			return err
 		}
