@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/loaderproject/loader/internal/bufpool"
 	"github.com/loaderproject/loader/internal/demodata"
 	"github.com/loaderproject/loader/partitioner"
 	"github.com/loaderproject/loader/readers"
@@ -32,7 +33,8 @@ import (
 //     ceiling of a load: read, match, cast);
 //   - encode: cast plus the partitioner's IPC frames.
 //
-// Row groups are read GOMAXPROCS at a time, as a load's decoders do. The files are those of
+// Row groups are read GOMAXPROCS at a time, as a load's decoders do, and the loader's stages allocate
+// from a bufpool as a load does by default. The files are those of
 // LOADER_BENCH_DIR (every *.parquet in it; the table is created like the first) or, without it, a
 // small demodata set. Bytes are the files' on-disk size; cpu-s/GB is the process's user+system CPU
 // per GB of it.
@@ -154,24 +156,25 @@ func benchPqarrow(b *testing.B, paths []string) int64 {
 
 func benchStages(b *testing.B, files []readers.File, table *tableschema.Schema, cast, encode bool) int64 {
 	ctx := context.Background()
+	mem := bufpool.New() // as a load's default allocator
 	srcs := make([]readers.Source, len(files))
 	plans := make([]*schemamatch.Plan, len(files))
 	var units []unitJob
 	for i, f := range files {
-		src, err := readers.Open(ctx, f, readers.WithTable(table))
+		src, err := readers.Open(ctx, f, readers.WithTable(table), readers.WithAllocator(mem))
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer src.Close()
 		srcs[i] = src
-		if plans[i], err = schemamatch.NewPlan(src.Schema(), table); err != nil {
+		if plans[i], err = schemamatch.NewPlan(src.Schema(), table, schemamatch.WithAllocator(mem)); err != nil {
 			b.Fatal(err)
 		}
 		for _, u := range src.Units() {
 			units = append(units, unitJob{i, u.Index})
 		}
 	}
-	enc, err := partitioner.NewEncoder(table.Arrow(), partitioner.DefaultMaxFrameBytes)
+	enc, err := partitioner.NewEncoder(table.Arrow(), partitioner.DefaultMaxFrameBytes, partitioner.WithAllocator(mem))
 	if err != nil {
 		b.Fatal(err)
 	}
