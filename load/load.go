@@ -25,6 +25,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/loaderproject/loader/flightclient"
+	"github.com/loaderproject/loader/internal/bufpool"
 	"github.com/loaderproject/loader/partitioner"
 	"github.com/loaderproject/loader/readers"
 	"github.com/loaderproject/loader/schemamatch"
@@ -117,8 +118,11 @@ type Config struct {
 	// for the target does not count). Default 5 minutes.
 	StallTimeout time.Duration
 
-	// Allocator allocates the pipeline's Arrow buffers (default memory.DefaultAllocator); tests pass a
-	// checked allocator to catch leaks.
+	// Allocator allocates the pipeline's Arrow buffers (decoded batches, their casts, the encoder's
+	// scratch); tests pass a checked allocator to catch leaks. Default: a pool of Go memory of the
+	// run's own (internal/bufpool, zeroed like Go's), which hands the buffers each batch releases to
+	// the next instead of asking Go for new ones: the pipeline frees every buffer it is done with
+	// and uses none after.
 	Allocator memory.Allocator
 	Logger    *slog.Logger
 	Progress  *Progress
@@ -184,7 +188,7 @@ func (c *Config) applyDefaults(needTarget bool) error {
 		return errors.Join(ErrConfig, err)
 	}
 	if c.Allocator == nil {
-		c.Allocator = memory.DefaultAllocator
+		c.Allocator = bufpool.New() // this run's; see Allocator
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

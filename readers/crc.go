@@ -57,13 +57,15 @@ func (e *PageTooLargeError) filePath() string { return e.Path }
 
 // checkRowGroupPages checks the pages of row group unit (rg) of the file at path (r, size bytes):
 // their uncompressed sizes against maxPage and, with crc, their checksums. It returns the largest
-// uncompressed page size it saw.
-func checkRowGroupPages(r io.ReaderAt, size int64, rg *metadata.RowGroupMetaData, path string, unit int, crc bool, maxPage int64) (int64, error) {
-	var largest int64
+// uncompressed page size it saw, and whether the footer's uncompressed size of every column chunk
+// is borne out by its pages (sizesTrue; see footerSizeTrue), so that buffers may be sized from it.
+func checkRowGroupPages(r io.ReaderAt, size int64, rg *metadata.RowGroupMetaData, path string, unit int, crc bool, maxPage int64) (largest int64, sizesTrue bool, err error) {
+	w := new(pageWalker) // one window for every chunk of the row group
+	sizesTrue = true
 	for c := 0; c < rg.NumColumns(); c++ {
 		cc, err := rg.ColumnChunk(c)
 		if err != nil {
-			return largest, nil // decoding will report it
+			return largest, false, nil // decoding will report it
 		}
 		start := cc.DataPageOffset()
 		if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < start {
@@ -71,34 +73,57 @@ func checkRowGroupPages(r io.ReaderAt, size int64, rg *metadata.RowGroupMetaData
 		}
 		length := cc.TotalCompressedSize()
 		if start < 0 || length <= 0 || start+length > size {
+			sizesTrue = false
 			continue
 		}
 		column := cc.PathInSchema().String()
-		big, err := walkChunk(r, start, length, column, crc, maxPage)
+		big, err := w.walk(r, start, length, column, crc, maxPage)
 		if err != nil {
-			return largest, err
+			return largest, false, err
 		}
 		if big > maxPage {
 			if total := cc.TotalUncompressedSize(); total > 0 && big > total {
-				return largest, fmt.Errorf("%w: column %s: a page header claims %d uncompressed bytes, more than the %d of its column chunk",
+				return largest, false, fmt.Errorf("%w: column %s: a page header claims %d uncompressed bytes, more than the %d of its column chunk",
 					ErrCorrupt, column, big, total)
 			}
-			return largest, &PageTooLargeError{Path: path, Column: column, RowGroup: unit, Size: big, Limit: maxPage}
+			return largest, false, &PageTooLargeError{Path: path, Column: column, RowGroup: unit, Size: big, Limit: maxPage}
 		}
 		largest = max(largest, big)
+		sizesTrue = sizesTrue && w.complete && footerSizeTrue(cc.TotalUncompressedSize(), w.uncompressed)
 	}
-	return largest, nil
+	return largest, sizesTrue, nil
+}
+
+// footerSizeTrue reports whether a column chunk's uncompressed size in the footer (which counts
+// its pages and their headers) is no more than its pages' walked, give or take what writers add:
+// a footer that claims far more must not size a buffer.
+func footerSizeTrue(footer, walked int64) bool {
+	return footer <= walked+walked/8+64<<10
 }
 
 // walkChunk walks the pages of the column chunk at [start, start+length) of r. It returns the
 // largest uncompressed page size, stopping at the first page over maxPage; with crc it verifies
 // every checksummed page before it.
 func walkChunk(r io.ReaderAt, start, length int64, column string, crc bool, maxPage int64) (int64, error) {
+	return new(pageWalker).walk(r, start, length, column, crc, maxPage)
+}
+
+// pageWalker holds walkChunk's buffers, so that the chunks of a row group share them, and what its
+// last walk saw.
+type pageWalker struct {
+	window, body [64 << 10]byte
+	uncompressed int64 // the last walk's pages, uncompressed, with their headers
+	complete     bool  // the last walk reached the end of its chunk
+}
+
+// walk is walkChunk with wk's buffers.
+func (wk *pageWalker) walk(r io.ReaderAt, start, length int64, column string, crc bool, maxPage int64) (int64, error) {
 	// Stream the chunk: page headers are parsed from a small window, which is read again only when
 	// a header is not inside it (small pages share one read); bodies are hashed as they are read,
 	// starting with the part the window already holds, so memory stays bounded whatever the chunk
 	// size and each byte is read once.
-	var window, body [64 << 10]byte
+	window, body := wk.window[:], wk.body[:]
+	wk.uncompressed, wk.complete = 0, false
 	var (
 		w       []byte // window's valid bytes, which start at chunk offset wpos
 		wpos    int64
@@ -146,7 +171,9 @@ func walkChunk(r io.ReaderAt, start, length int64, column string, crc bool, maxP
 			}
 		}
 		pos += int64(hl) + int64(h.compressed)
+		wk.uncompressed += int64(hl) + int64(h.uncompressed)
 	}
+	wk.complete = true
 	return largest, nil
 }
 

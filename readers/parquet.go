@@ -18,6 +18,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/loaderproject/loader/internal/bufpool"
 	"github.com/loaderproject/loader/internal/memlimit"
 )
 
@@ -36,13 +37,21 @@ type parquetSource struct {
 	// int96 maps top-level field index -> leaf column for flat INT96 columns, which are read
 	// here as timestamp[us] (see readInt96) instead of pqarrow's timestamp[ns].
 	int96 map[int]int
+	// pages allocates the page buffers (compressed and decompressed pages, dictionary pages, the
+	// decoders' scratch) of every unit: each row group's readers ask for about the same buffers
+	// and free them when the row group is done, so the next one reuses them. Unzeroed: every page
+	// buffer is filled (read or decompressed into) before it is read.
+	pages *bufpool.Pool
 }
 
-func readerProps() *parquet.ReaderProperties {
-	// Page buffers come from Go's allocator: the file reader pools them and frees them through
-	// finalizers, so they must not count against the caller's (checked) allocator. Decoded
-	// batches use the caller's allocator.
-	props := parquet.NewReaderProperties(memory.NewGoAllocator())
+// readerProps returns the page reader properties. Page buffers come from pages (Go's allocator when
+// nil): the file reader pools some of them and frees them through finalizers, so they must not count
+// against the caller's (checked) allocator. Decoded batches use the caller's allocator.
+func readerProps(pages memory.Allocator) *parquet.ReaderProperties {
+	if pages == nil {
+		pages = memory.NewGoAllocator()
+	}
+	props := parquet.NewReaderProperties(pages)
 	props.BufferedStreamEnabled = true
 	return props
 }
@@ -67,10 +76,10 @@ func openParquet(ctx context.Context, f File, cfg *config) (src unitSource, err 
 	if bytes.Equal(tail, magicParquetEnc) {
 		return nil, ErrEncrypted
 	}
-	s := &parquetSource{f: f, cfg: cfg, fh: fh}
+	s := &parquetSource{f: f, cfg: cfg, fh: fh, pages: bufpool.NewUnzeroed()}
 	s.mem = limitAllocator(cfg, f.Size)
 	err = guard(func() error {
-		rdr, err := file.NewParquetReader(io.NewSectionReader(fh, 0, f.Size), file.WithReadProps(readerProps()))
+		rdr, err := file.NewParquetReader(io.NewSectionReader(fh, 0, f.Size), file.WithReadProps(readerProps(nil)))
 		if err != nil {
 			return err
 		}
@@ -198,7 +207,7 @@ func (s *parquetSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 	})
 	mem := s.mem
 	err := st.run(ctx, func() error {
-		largest, err := checkRowGroupPages(s.fh, s.f.Size, s.meta.RowGroup(unit), s.f.Path, unit, s.cfg.verifyCRC, s.cfg.maxPage)
+		largest, sizesTrue, err := checkRowGroupPages(s.fh, s.f.Size, s.meta.RowGroup(unit), s.f.Path, unit, s.cfg.verifyCRC, s.cfg.maxPage)
 		if err != nil {
 			return err
 		}
@@ -208,11 +217,15 @@ func (s *parquetSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 			mem = memlimit.New(s.cfg.mem, 2*largest, memlimit.PerAllocation)
 		}
 		rdr, err := file.NewParquetReader(io.NewSectionReader(s.fh, 0, s.f.Size),
-			file.WithReadProps(readerProps()), file.WithMetadata(s.meta))
+			file.WithReadProps(readerProps(s.pages)), file.WithMetadata(s.meta))
 		if err != nil {
 			return err
 		}
-		fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{BatchSize: batch}, mem)
+		// PreAllocBinaryData sizes each batch's string and binary values buffer from the column
+		// chunk's uncompressed size up front, instead of doubling it (a copy each time) as values
+		// come; a dictionary-encoded chunk under-reserves, which only leaves some doubling. Only
+		// when the pages bear the footer's sizes out: a footer that lies would size the buffers.
+		fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{BatchSize: batch, PreAllocBinaryData: sizesTrue}, mem)
 		if err != nil {
 			return err
 		}

@@ -162,6 +162,9 @@ func (c *applyCtx) convert(n *node, in arrow.Array, reach []int) (arrow.Array, e
 		return c.apply(n.children[0], in.(array.ExtensionArray).Storage(), reach)
 	case kDict:
 		d := in.(*array.Dictionary)
+		if dl := d.Dictionary().Len(); !c.p.cfg.slowCasts && !n.children[0].fallible && dl > 0 && dl <= d.Len() {
+			return c.dictValuesFirst(n, d)
+		}
 		ctx := compute.WithAllocator(context.Background(), c.mem)
 		vals, err := compute.TakeArray(ctx, d.Dictionary(), d.Indices())
 		if err != nil {
@@ -330,15 +333,30 @@ func (c *applyCtx) timestamp(n *node, in arrow.Array, reach []int) (arrow.Array,
 	ln := in.Len()
 	buf, raw := alloc(c.mem, ln, 8)
 	dst := arrow.Int64Traits.CastFromBytes(raw)
-	d := n.div
-	for i, v := range src {
-		q := int64(v) / d
-		if int64(v)%d < 0 {
-			q--
+	if n.div == 1000 && !c.p.cfg.slowCasts {
+		floorDiv1000(src, dst)
+	} else {
+		d := n.div
+		for i, v := range src {
+			q := int64(v) / d
+			if int64(v)%d < 0 {
+				q--
+			}
+			dst[i] = q
 		}
-		dst[i] = q
 	}
 	return newFixed(n.out, ln, validity(c.mem, in.Data()), buf, in.NullN()), nil
+}
+
+// floorDiv1000 floor-divides src by 1000 into dst (nanoseconds to microseconds): a constant divisor
+// the compiler turns into a multiplication, and a branch-free correction for negative remainders.
+func floorDiv1000(src []arrow.Timestamp, dst []int64) {
+	dst = dst[:len(src)]
+	for i, v := range src {
+		q := int64(v) / 1000
+		r := int64(v) - q*1000
+		dst[i] = q + r>>63 // -1 when the remainder is negative
+	}
 }
 
 // scaleChecked multiplies the valid values of in (src, its values) by mul into n.out's 64-bit
@@ -348,6 +366,32 @@ func scaleChecked[T ~int32 | ~int64](c *applyCtx, n *node, in arrow.Array, reach
 	buf, raw := alloc(c.mem, in.Len(), 8)
 	dst := arrow.Int64Traits.CastFromBytes(raw)
 	var extraNulls []int
+	if !c.p.cfg.slowCasts {
+		// Every slot is scaled, null or not, against bounds computed once; only a slot out of
+		// range looks at its validity, so the common case checks no bit and divides nothing.
+		lo, hi := math.MinInt64/mul, math.MaxInt64/mul
+		dst = dst[:len(src)]
+		var over []int
+		for i, v := range src {
+			x := int64(v)
+			if x > hi || x < lo {
+				over = append(over, i)
+				continue
+			}
+			dst[i] = x * mul
+		}
+		for _, i := range over {
+			if in.IsNull(i) {
+				continue // the slot stays zero
+			}
+			if err := c.fail(n, in, reach, i, reason); err != nil {
+				buf.Release()
+				return nil, err
+			}
+			extraNulls = append(extraNulls, i)
+		}
+		return newFixedWithNulls(c.mem, n.out, in, buf, extraNulls), nil
+	}
 	noNulls := in.NullN() == 0
 	for i, v := range src {
 		if !noNulls && in.IsNull(i) {
@@ -780,6 +824,117 @@ func (c *applyCtx) binaryText(n *node, in arrow.Array, reach []int) (arrow.Array
 		nulls = d.Len() - bitutil.CountSetBits(valid.Bytes(), 0, d.Len())
 	}
 	nd := array.NewData(n.out, d.Len(), bufs, nil, nulls, d.Offset())
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
+}
+
+// dictValuesFirst converts a dictionary array by casting its dictionary's values once, then
+// gathering them by index, instead of unpacking every row to the source value type and casting
+// the rows: the cast then costs the dictionary's size, not the batch's, and the rows are copied once.
+// It serves children that cannot fail on a value (an unused dictionary value must not fail a batch,
+// and a failure must name a row); Apply checks NOT NULL on the result as before.
+func (c *applyCtx) dictValuesFirst(n *node, d *array.Dictionary) (arrow.Array, error) {
+	vals, err := c.convert(n.children[0], d.Dictionary(), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer vals.Release()
+	switch vals.DataType().ID() {
+	case arrow.LARGE_STRING, arrow.LARGE_BINARY:
+		switch ix := d.Indices().(type) {
+		case *array.Int8:
+			return gatherLarge(c, n, vals, ix, ix.Int8Values())
+		case *array.Int16:
+			return gatherLarge(c, n, vals, ix, ix.Int16Values())
+		case *array.Int32:
+			return gatherLarge(c, n, vals, ix, ix.Int32Values())
+		case *array.Int64:
+			return gatherLarge(c, n, vals, ix, ix.Int64Values())
+		case *array.Uint8:
+			return gatherLarge(c, n, vals, ix, ix.Uint8Values())
+		case *array.Uint16:
+			return gatherLarge(c, n, vals, ix, ix.Uint16Values())
+		case *array.Uint32:
+			return gatherLarge(c, n, vals, ix, ix.Uint32Values())
+		case *array.Uint64:
+			return gatherLarge(c, n, vals, ix, ix.Uint64Values())
+		}
+	}
+	ctx := compute.WithAllocator(context.Background(), c.mem)
+	out, err := compute.TakeArray(ctx, vals, d.Indices())
+	if err != nil {
+		return nil, c.valueErr(n.path, -1, fmt.Sprintf("unpacking the dictionary: %v", err))
+	}
+	return out, nil
+}
+
+// gatherLarge builds the large_utf8 or large_binary array n.out whose slot i is value idx[i] of
+// vals (a large_utf8 or large_binary array), null where the index (of indices, whose values idx
+// are) or the value it points to is null. The bytes are copied once, into a buffer sized first.
+func gatherLarge[I int8 | int16 | int32 | int64 | uint8 | uint16 | uint32 | uint64](c *applyCtx, n *node, vals, indices arrow.Array, idx []I) (arrow.Array, error) {
+	vd := vals.Data()
+	voff := vd.Offset()
+	offs := arrow.Int64Traits.CastFromBytes(vd.Buffers()[1].Bytes())[voff : voff+vd.Len()+1]
+	var data []byte
+	if b := vd.Buffers()[2]; b != nil {
+		data = b.Bytes()
+	}
+	ln, dictLen := len(idx), uint64(vd.Len())
+	var ibits, vbits []byte
+	if indices.NullN() > 0 {
+		ibits = indices.NullBitmapBytes()
+	}
+	if vals.NullN() > 0 {
+		vbits = vals.NullBitmapBytes()
+	}
+	ioff := indices.Data().Offset()
+	// Pass 1: check the indices, write the validity, count the bytes and the nulls.
+	var vbuf *memory.Buffer
+	var bits []byte
+	if ibits != nil || vbits != nil {
+		vbuf, bits = alloc(c.mem, int(bitutil.BytesForBits(int64(ln))), 1)
+		bitutil.SetBitsTo(bits, 0, int64(ln), true)
+	}
+	var total int64
+	nulls := 0
+	for i, v := range idx {
+		if ibits != nil && !bitutil.BitIsSet(ibits, ioff+i) {
+			bitutil.ClearBit(bits, i)
+			nulls++
+			continue
+		}
+		j := uint64(v) // a negative index wraps past dictLen
+		if j >= dictLen {
+			release(vbuf)
+			return nil, c.valueErr(n.path, -1, fmt.Sprintf("unpacking the dictionary: index %d out of range for a dictionary of %d values", v, dictLen))
+		}
+		if vbits != nil && !bitutil.BitIsSet(vbits, voff+int(j)) {
+			bitutil.ClearBit(bits, i)
+			nulls++
+			continue
+		}
+		total += offs[j+1] - offs[j]
+	}
+	if nulls == 0 && vbuf != nil {
+		vbuf.Release()
+		vbuf, bits = nil, nil
+	}
+	// Pass 2: copy the values of the valid slots.
+	obuf, oraw := alloc(c.mem, ln+1, 8)
+	dst := arrow.Int64Traits.CastFromBytes(oraw)[: ln+1 : ln+1]
+	dbuf, draw := alloc(c.mem, int(total), 1)
+	var pos int64
+	for i, v := range idx {
+		dst[i] = pos
+		if bits != nil && bits[i>>3]&(1<<(i&7)) == 0 {
+			continue
+		}
+		j := uint64(v)
+		pos += int64(copy(draw[pos:], data[offs[j]:offs[j+1]]))
+	}
+	dst[ln] = pos
+	nd := array.NewData(n.out, ln, []*memory.Buffer{vbuf, obuf, dbuf}, nil, nulls, 0)
+	release(vbuf, obuf, dbuf)
 	defer nd.Release()
 	return array.MakeFromData(nd), nil
 }

@@ -52,13 +52,13 @@ func BenchmarkDecimal(b *testing.B) {
 }
 
 // benchApply times plan.Apply of a one-column batch of arr into a table column of type table.
-func benchApply(b *testing.B, mem memory.Allocator, src arrow.DataType, table string, arr arrow.Array) {
+func benchApply(b *testing.B, mem memory.Allocator, src arrow.DataType, table string, arr arrow.Array, opts ...schemamatch.Option) {
 	b.Helper()
 	n := arr.Len()
 	schema := arrow.NewSchema([]arrow.Field{{Name: "c", Type: src, Nullable: true}}, nil)
 	rec := array.NewRecordBatch(schema, []arrow.Array{arr}, int64(n))
 	defer rec.Release()
-	plan, err := schemamatch.NewPlan(schema, mustTable(b, "c "+table), schemamatch.WithAllocator(mem))
+	plan, err := schemamatch.NewPlan(schema, mustTable(b, "c "+table), append(opts, schemamatch.WithAllocator(mem))...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -146,6 +146,7 @@ type config struct {
 	rescue          string
 	binaryAsString  bool
 	logger          *slog.Logger
+	slowCasts       bool // tests: take the general path of every cast that has a fast one
 }
 
 func newConfig(opts []Option) config {

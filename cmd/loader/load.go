@@ -67,6 +67,11 @@ Bad data: --on-error fail stops at the first bad file; skip-file loads the other
 quarantine also writes bad CSV rows and failed files to NDJSON under --quarantine-dir. Every row read
 is counted as loaded, quarantined or refused.
 
+Memory: --max-inflight-bytes bounds the frames sent and not yet acknowledged. Unless GOMEMLIMIT or
+GOGC is set in the environment, the Go heap is limited to that budget plus 64 MiB and 48 MiB per
+decoder (GOMEMLIMIT), and GOGC is raised to 400 under that limit: fewer garbage collections for the
+same bound. Set either variable to keep Go's defaults or your own.
+
 At the end, where the target can count rows, the table's growth is compared with the rows
 acknowledged, and a mismatch fails the load. --json prints one object on stdout with the keys files,
 rows, bytes, seconds, rows_per_second, bytes_per_second, streams, retries, skipped_units and
@@ -131,6 +136,12 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 			return err
 		}
 	}
+	decoders := f.decoders
+	if f.limit > 0 {
+		decoders = 1 // as load.Config does
+	}
+	restoreGC, _ := tuneGC(int64(f.maxInflightBytes), decoders, os.LookupEnv)
+	defer restoreGC()
 	stopProgress := func() {}
 	if !f.quiet {
 		stopProgress = a.showProgress(cfg.Progress, f.progressEvery)
