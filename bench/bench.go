@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/internal/demodata"
+	"github.com/loaderproject/loader/internal/gctune"
 	"github.com/loaderproject/loader/load"
 	"github.com/loaderproject/loader/partitioner"
 	"github.com/loaderproject/loader/readers"
@@ -524,6 +526,7 @@ func (b *bencher) measure(c config, run int, fn func() (rows, bytes int64, err e
 func (b *bencher) decodeCeiling(ctx context.Context, run int) error {
 	cfg := b.decodeConfig()
 	s, err := b.measure(config{kind: KindDecode}, run, func() (int64, int64, error) {
+		defer b.tuneGC(cfg)()
 		st, err := load.Decode(ctx, cfg, nil)
 		return st.Rows, 0, err
 	})
@@ -538,6 +541,14 @@ func (b *bencher) decodeCeiling(ctx context.Context, run int) error {
 		return fmt.Errorf("bench: decode run %d read %d rows, the first %d", run, s.Rows, b.rep.DatasetRows)
 	}
 	return nil
+}
+
+// tuneGC sets the garbage collector as `loader load` does for cfg (gctune.ForLoad), so the loader
+// and its decode ceiling are measured as users run them; the rivals run with Go's defaults, as a
+// user's own program would. It returns the function that restores the defaults.
+func (b *bencher) tuneGC(cfg load.Config) (restore func()) {
+	restore, _ = gctune.ForLoad(cmp.Or(cfg.MaxInflightBytes, load.DefaultMaxInflightBytes), cfg.Decoders, os.LookupEnv)
+	return restore
 }
 
 func (b *bencher) decodeConfig() load.Config {
@@ -559,6 +570,7 @@ func (b *bencher) sweep(ctx context.Context, endpoint string, throttled bool, ru
 			lc.Sources, lc.Endpoint, lc.Streams, lc.Connections = b.sources, endpoint, n, cf.connections()
 			lc.Force, lc.ManifestDir, lc.Progress = true, md, &load.Progress{}
 			s, err := b.measure(cf, run, func() (int64, int64, error) {
+				defer b.tuneGC(lc)()
 				sum, err := load.Run(ctx, lc)
 				if sum == nil {
 					return 0, 0, err

@@ -14,6 +14,7 @@
 //   - loader (end to end): load.Run, in this process, for each stream and connection count, into the
 //     discard sink (or the remote Load.Endpoint), with Force and a fresh manifest directory so every
 //     run reads, casts, encodes and sends the whole dataset.
+//     The garbage collector is set as `loader load` sets it (internal/gctune) for each such run.
 //   - decode ceiling: load.Decode over the same files and decoders: the load's own read, match and
 //     cast, with the batches thrown away. No load can beat what it can decode.
 //   - transport ceiling: frames encoded ahead of time (by load.Decode and the load's encoder; at most

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loaderproject/loader/embedded"
+	"github.com/loaderproject/loader/internal/gctune"
 	"github.com/loaderproject/loader/load"
 	"github.com/loaderproject/loader/partitioner"
 	"github.com/loaderproject/loader/readers"
@@ -140,7 +141,7 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 	if f.limit > 0 {
 		decoders = 1 // as load.Config does
 	}
-	restoreGC, _ := tuneGC(int64(f.maxInflightBytes), decoders, os.LookupEnv)
+	restoreGC, _ := gctune.ForLoad(int64(f.maxInflightBytes), decoders, os.LookupEnv)
 	defer restoreGC()
 	stopProgress := func() {}
 	if !f.quiet {

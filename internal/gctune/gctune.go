@@ -1,4 +1,7 @@
-package main
+// Package gctune sets the Go runtime's garbage collector for a load: a memory limit derived from
+// the load's in-flight budget and a higher GOGC, unless the user set GOMEMLIMIT or GOGC. `loader load`
+// and `loader bench` (around its loader runs, so it measures the loader as users run it) call it.
+package gctune
 
 import (
 	"runtime"
@@ -16,21 +19,24 @@ import (
 // GOGC=off would always fill it. Either variable set by the user is theirs: then nothing is changed
 // (GOMEMLIMIT without GOGC keeps GOGC=100, as Go does).
 const (
-	gcBase       = 64 << 20 // the runtime, gRPC's buffers, the manifest, the encoder's pools
-	gcPerDecoder = 48 << 20 // a decoded batch (8 MiB), its cast, its pages and the frames it encodes
-	gcPercent    = 400
+	gcBase        = 64 << 20  // the runtime, gRPC's buffers, the manifest, the encoder's pools
+	gcPerDecoder  = 48 << 20  // a decoded batch (8 MiB), its cast, its pages and the frames it encodes
+	gcMaxHeadroom = 160 << 20 // keeps the peak RSS near the budget + 200 MiB however many decoders
+	gcPercent     = 400
 )
 
-// gcHeadroom is what a load holds besides its in-flight frames, with decoders units read at once.
+// gcHeadroom is what a load holds besides its in-flight frames, with decoders units read at once,
+// at most gcMaxHeadroom: the limit is soft, so with many decoders the collector runs more often
+// rather than letting memory grow with the core count.
 func gcHeadroom(decoders int) int64 {
-	return gcBase + int64(max(decoders, 1))*gcPerDecoder
+	return min(gcBase+int64(max(decoders, 1))*gcPerDecoder, gcMaxHeadroom)
 }
 
-// tuneGC applies the memory limit and GOGC described above for a load with an in-flight budget of
+// ForLoad applies the memory limit and GOGC described above for a load with an in-flight budget of
 // budget bytes and decoders units read at once (0: GOMAXPROCS), unless lookup (os.LookupEnv) finds
 // GOMEMLIMIT or GOGC. It returns a function that restores the previous settings, and the limit it
 // set (0 when it set none).
-func tuneGC(budget int64, decoders int, lookup func(string) (string, bool)) (restore func(), limit int64) {
+func ForLoad(budget int64, decoders int, lookup func(string) (string, bool)) (restore func(), limit int64) {
 	if _, ok := lookup("GOMEMLIMIT"); ok {
 		return func() {}, 0
 	}

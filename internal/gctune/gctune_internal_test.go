@@ -1,4 +1,4 @@
-package main
+package gctune
 
 import (
 	"runtime/debug"
@@ -17,6 +17,7 @@ func TestTuneGC(t *testing.T) {
 	}{
 		{"neither set", nil, 2, budget + gcBase + 2*gcPerDecoder},
 		{"one decoder", nil, 1, budget + gcBase + gcPerDecoder},
+		{"many decoders", nil, 64, budget + gcMaxHeadroom},
 		{"GOMEMLIMIT set", map[string]string{"GOMEMLIMIT": "1GiB"}, 2, 0},
 		{"GOGC set", map[string]string{"GOGC": "100"}, 2, 0},
 		{"GOGC set to off", map[string]string{"GOGC": "off"}, 2, 0},
@@ -27,9 +28,9 @@ func TestTuneGC(t *testing.T) {
 			debug.SetGCPercent(beforePercent)
 			lookup := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
 
-			restore, limit := tuneGC(budget, tc.decoders, lookup)
+			restore, limit := ForLoad(budget, tc.decoders, lookup)
 			if limit != tc.wantLimit {
-				t.Errorf("tuneGC(%d, %d) limit = %d; want %d", budget, tc.decoders, limit, tc.wantLimit)
+				t.Errorf("ForLoad(%d, %d) limit = %d; want %d", budget, tc.decoders, limit, tc.wantLimit)
 			}
 			gotLimit := debug.SetMemoryLimit(-1)
 			gotPercent := debug.SetGCPercent(-1)
@@ -39,7 +40,7 @@ func TestTuneGC(t *testing.T) {
 				wantLimit, wantPercent = tc.wantLimit, gcPercent
 			}
 			if gotLimit != wantLimit || gotPercent != wantPercent {
-				t.Errorf("after tuneGC: memory limit %d, GOGC %d; want %d, %d", gotLimit, gotPercent, wantLimit, wantPercent)
+				t.Errorf("after ForLoad: memory limit %d, GOGC %d; want %d, %d", gotLimit, gotPercent, wantLimit, wantPercent)
 			}
 
 			restore()
