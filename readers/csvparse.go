@@ -19,6 +19,9 @@ type tokenizer struct {
 	max                     int
 
 	line    int64 // lines consumed
+	off     int64 // file offset of the next byte to read (uncompressed files)
+	limit   int64 // when >= 0, next ends (io.EOF) at the first line start between records at or after it
+	partial bool  // the last line read has no line end (the text ends with it)
 	rec     []byte
 	ends    []int
 	quoted  []bool // quoted[i]: field i was enclosed in quotes
@@ -38,6 +41,8 @@ func (e *syntaxError) Error() string { return fmt.Sprintf("line %d: %s", e.line,
 func (t *tokenizer) readLine() ([]byte, error) {
 	line, err := t.br.ReadSlice('\n')
 	if err == nil || (errors.Is(err, io.EOF) && len(line) > 0) {
+		t.off += int64(len(line))
+		t.partial = err != nil
 		return line, nil
 	}
 	if !errors.Is(err, bufio.ErrBufferFull) {
@@ -51,6 +56,8 @@ func (t *tokenizer) readLine() ([]byte, error) {
 		line, err = t.br.ReadSlice('\n')
 		t.scratch = append(t.scratch, line...)
 		if err == nil || errors.Is(err, io.EOF) {
+			t.off += int64(len(t.scratch))
+			t.partial = err != nil
 			return t.scratch, nil
 		}
 		if !errors.Is(err, bufio.ErrBufferFull) {
@@ -70,11 +77,15 @@ func trimEOL(b []byte) []byte {
 	return b
 }
 
-// next reads one record. It returns the line the record starts on; io.EOF at the end.
+// next reads one record. It returns the line the record starts on; io.EOF at the end, and at the
+// first line start at or after limit that is not inside a record (see csvSplit).
 func (t *tokenizer) next() (int64, error) {
 	t.rec, t.ends, t.quoted = t.rec[:0], t.ends[:0], t.quoted[:0]
 	var line []byte
 	for {
+		if t.limit >= 0 && t.off >= t.limit {
+			return 0, io.EOF
+		}
 		l, err := t.readLine()
 		if err != nil {
 			return 0, err

@@ -237,6 +237,7 @@ type config struct {
 	maxPage       int64
 	verifyCRC     bool
 	decodeHook    func(start bool) // tests: called as each column decode job starts and ends
+	csvUnitBytes  int64            // tests: the nominal size of a CSV unit instead of csvUnitStarts' policy
 }
 
 const defaultBatchBytes = 8 << 20
@@ -355,6 +356,10 @@ func (c *config) parquetParallel(cols int) int {
 
 // withDecodeHook is for tests that count the column decodes in flight.
 func withDecodeHook(fn func(start bool)) Option { return func(c *config) { c.decodeHook = fn } }
+
+// withCSVUnitBytes is for tests that cut CSV files into tiny units: n bytes a unit (nominally)
+// instead of the policy's (see csvUnitStarts); n < 1 keeps the policy.
+func withCSVUnitBytes(n int64) Option { return func(c *config) { c.csvUnitBytes = n } }
 
 // Open opens a file for reading. It reads only the metadata it needs to list units. Like ReadUnit it
 // returns as soon as ctx ends, even when the read is stuck (a stalled pipe or mount); the stuck open is
