@@ -443,7 +443,7 @@ loop:
 						res = scanMore
 						break loop
 					}
-					line += countLines(w[p:e+2])
+					line += countLines(w[p : e+2])
 					p = e + 2
 					continue
 				}

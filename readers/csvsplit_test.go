@@ -45,7 +45,7 @@ func errText(err error) string {
 
 // How readSplit reads the units.
 const (
-	inOrder    = "in order"              // one after the other on one source
+	inOrder    = "in order"               // one after the other on one source
 	freshEach  = "each on a fresh source" // so every unit's start is scanned for
 	reverse    = "in reverse order"       // on one source
 	concurrent = "all at once"            // on one source
