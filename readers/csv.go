@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -290,6 +291,9 @@ type csvSource struct {
 	decimals []*tableschema.Type // per column, for DECIMAL columns
 	batch    int                 // rows per batch
 	split    *csvSplit           // nil when the file is one unit
+	// fieldBytes is the mean length of each column's fields in the sample, to size the first
+	// batch's text buffers.
+	fieldBytes []float64
 }
 
 func openCSV(ctx context.Context, f File, cfg *config) (_ unitSource, err error) {
@@ -398,6 +402,15 @@ func openCSV(ctx context.Context, f File, cfg *config) (_ unitSource, err error)
 		per += sampleBytes / int64(len(sample))
 	}
 	s.batch = int(max(1, min(cfg.batchBytes/max(per, 1), 1<<24)))
+	s.fieldBytes = make([]float64, len(fields))
+	for _, row := range sample {
+		for i := range min(len(row), len(fields)) {
+			s.fieldBytes[i] += float64(len(row[i]))
+		}
+	}
+	for i := range s.fieldBytes {
+		s.fieldBytes[i] /= float64(max(1, len(sample)))
+	}
 	// An escape byte that is a line end would make the scan's byte view and the tokenizer's line
 	// view of the text differ: such a file stays one unit, as compressed files do.
 	if !text.compressed && d.esc != '\n' {
@@ -461,7 +474,7 @@ func (s *csvSource) readUnit(ctx context.Context, unit int, fn func(arrow.Record
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	rd := &csvUnit{s: s, bld: array.NewRecordBuilder(s.cfg.mem, s.schema)}
+	rd := &csvUnit{s: s, bld: array.NewRecordBuilder(s.cfg.mem, s.schema), fieldBytes: slices.Clone(s.fieldBytes)}
 	rd.convs = make([]conv, len(s.names))
 	for i := range rd.convs {
 		rd.convs[i] = newConv(s.cfg.mem, rd.bld.Field(i), s.decimals[i], &s.d.conv)
@@ -591,6 +604,9 @@ type csvUnit struct {
 	bld     *array.RecordBuilder
 	convs   []conv
 	pending arrow.RecordBatch
+	// fieldBytes is the mean length of each column's fields so far (the sample's at first), by
+	// which text buffers are sized for a batch.
+	fieldBytes []float64
 }
 
 func (u *csvUnit) release() {
@@ -606,15 +622,40 @@ func (u *csvUnit) release() {
 	u.bld.Release()
 }
 
+// reserve sizes the empty builders for a batch: room for its rows exactly (Reserve would round
+// up to a power of two), and for text at the mean field length seen so far, plus a margin, so that
+// buffers are rarely grown (copied) while the batch fills.
+func (u *csvUnit) reserve() {
+	n := u.s.batch
+	for i, f := range u.bld.Fields() {
+		if f.Cap() < n {
+			f.Resize(n)
+		}
+		if b, ok := f.(interface{ ReserveData(int) }); ok {
+			b.ReserveData(int(float64(n)*u.fieldBytes[i]*1.1) + 64)
+		}
+	}
+}
+
+// measure updates the mean field lengths from a batch of rows about to be taken from the builders.
+func (u *csvUnit) measure(rows int) {
+	for i, f := range u.bld.Fields() {
+		if b, ok := f.(interface{ DataLen() int }); ok {
+			u.fieldBytes[i] = float64(b.DataLen()) / float64(rows)
+		}
+	}
+}
+
 // fill parses rows until a batch is full or the file ends, leaving the batch in pending. done is
 // true at the end of the file.
 func (u *csvUnit) fill() (done bool, err error) {
 	s := u.s
 	ncol := len(u.convs)
 	rows := 0
-	u.bld.Reserve(s.batch)
+	u.reserve()
 	defer func() {
 		if rows > 0 && err == nil {
+			u.measure(rows)
 			u.pending = u.bld.NewRecordBatch()
 		}
 	}()

@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
@@ -90,6 +92,7 @@ func benchDecoders(b *testing.B, paths []string, decoders int, opts ...readers.O
 	b.ReportAllocs()
 	var rows atomic.Int64
 	ctx := context.Background()
+	cpu0 := cpuTime(b)
 	b.ResetTimer()
 	for range b.N {
 		g, gctx := errgroup.WithContext(ctx)
@@ -115,4 +118,14 @@ func benchDecoders(b *testing.B, paths []string, decoders int, opts ...readers.O
 		}
 	}
 	b.ReportMetric(float64(rows.Load())/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric((cpuTime(b)-cpu0).Seconds()/b.Elapsed().Seconds(), "cpus")
+}
+
+// cpuTime is the CPU time (user and system) the process has used.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -160,5 +161,32 @@ func TestCSVSplitBeats(t *testing.T) {
 	}
 	if err := sp.found(last, got); err != nil {
 		t.Errorf("found(%d, the same start) = %v", last, err)
+	}
+}
+
+// BenchmarkCSVScan scans a file of quoted and unquoted fields for its unit starts. Bytes are the
+// file's size.
+func BenchmarkCSVScan(b *testing.B) {
+	var buf bytes.Buffer
+	buf.WriteString("id,name,price,ts,ok,score\n")
+	for i := 0; buf.Len() < 32<<20; i++ {
+		fmt.Fprintf(&buf, "%d,\"customer %d, ltd\",%d.%02d,2024-01-02T03:04:%02d.123456Z,%t,%d.25\n", i, i, i%100000, i%100, i%60, i%2 == 0, i)
+	}
+	path := filepath.Join(b.TempDir(), "f.csv")
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	d, err := CSVOptions{}.resolve(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	starts := csvUnitStarts(int64(buf.Len()), 1<<20)
+	b.SetBytes(int64(buf.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		sp := newCSVSplit(path, d, starts, 0, true)
+		if _, err := sp.start(context.Background(), &stepper{}, len(starts)-1, func() error { return nil }); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
