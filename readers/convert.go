@@ -338,7 +338,7 @@ func fastTimestamp(b []byte) (us int64, ok bool) {
 	hour, ok4 := digitsAt(b, 11, 2)
 	minute, ok5 := digitsAt(b, 14, 2)
 	sec, ok6 := digitsAt(b, 17, 2)
-	if !(ok && ok2 && ok3 && ok4 && ok5 && ok6) || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
+	if !ok || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
 		hour > 23 || minute > 59 || sec > 59 {
 		return 0, false
 	}

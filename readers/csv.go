@@ -65,7 +65,8 @@ type CSVOptions struct {
 	// OnBadRow, when set, receives each row that cannot be parsed (wrong field count, a value that
 	// does not parse into its column) and the row is skipped; an error it returns stops the read.
 	// When nil, the first bad row fails the unit with a *RowError. Calls for one ReadUnit never
-	// overlap and come in file order, from a goroutine ReadUnit waits on.
+	// overlap and come in file order, from a goroutine ReadUnit waits on; calls for different units
+	// (of one file too: an uncompressed file has several) may overlap.
 	OnBadRow func(BadRow) error
 	// MaxRecordBytes bounds one record (an unterminated quote must not swallow the file). 0
 	// means 64 MiB.
@@ -192,8 +193,10 @@ type csvText struct {
 	r io.Reader
 	// close closes the file; its error is the first of its closers', and wraps ErrCorrupt when
 	// the decompressor has met corrupt data.
-	close      func() error
-	compressed bool
+	close func() error
+	// splittable says the text is the file's own bytes, at offsets that can be read at: a regular
+	// file, not compressed (see csvSplit).
+	splittable bool
 	bom        int64 // bytes of a UTF-8 byte-order mark skipped at the start
 }
 
@@ -206,29 +209,38 @@ func openText(path string) (*csvText, error) {
 	if err != nil {
 		return nil, err
 	}
-	head := make([]byte, 4)
-	n, err := fh.ReadAt(head, 0)
-	if err != nil && !errors.Is(err, io.EOF) {
+	st, err := fh.Stat()
+	if err != nil {
 		fh.Close()
 		return nil, err
 	}
-	head = head[:n]
-	if !bytes.HasPrefix(head, magicGzip) && !bytes.HasPrefix(head, magicZstd) {
-		// Uncompressed: the tokenizer buffers the file itself.
-		t := &csvText{r: fh, close: fh.Close}
-		if bytes.HasPrefix(head, utf8BOM) {
-			t.bom = int64(len(utf8BOM))
-			if _, err := fh.Seek(t.bom, io.SeekStart); err != nil {
-				fh.Close()
-				return nil, err
-			}
+	if st.Mode().IsRegular() {
+		head := make([]byte, 4)
+		n, err := fh.ReadAt(head, 0)
+		if err != nil && !errors.Is(err, io.EOF) {
+			fh.Close()
+			return nil, err
 		}
-		return t, nil
+		if head = head[:n]; !bytes.HasPrefix(head, magicGzip) && !bytes.HasPrefix(head, magicZstd) {
+			// Uncompressed: the tokenizer buffers the file itself.
+			t := &csvText{r: fh, close: fh.Close, splittable: true}
+			if bytes.HasPrefix(head, utf8BOM) {
+				t.bom = int64(len(utf8BOM))
+				if _, err := fh.Seek(t.bom, io.SeekStart); err != nil {
+					fh.Close()
+					return nil, err
+				}
+			}
+			return t, nil
+		}
 	}
+	// Compressed, or a pipe or device that can only be read in order.
 	br := bufio.NewReaderSize(fh, 64<<10)
-	var r io.Reader
+	head, _ := br.Peek(4)
+	var r io.Reader = br
 	closers := []func() error{fh.Close}
-	if bytes.HasPrefix(head, magicGzip) {
+	switch {
+	case bytes.HasPrefix(head, magicGzip):
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			fh.Close()
@@ -241,7 +253,7 @@ func openText(path string) (*csvText, error) {
 			}
 			return nil
 		}}, closers...)
-	} else {
+	case bytes.HasPrefix(head, magicZstd):
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(256<<20))
 		if err != nil {
 			fh.Close()
@@ -264,7 +276,7 @@ func openText(path string) (*csvText, error) {
 		}
 		return first
 	}
-	return &csvText{r: bom, close: closeAll, compressed: true}, nil
+	return &csvText{r: bom, close: closeAll}, nil
 }
 
 // openTextAt opens an uncompressed CSV file at byte off.
@@ -277,7 +289,7 @@ func openTextAt(path string, off int64) (*csvText, error) {
 		fh.Close()
 		return nil, err
 	}
-	return &csvText{r: fh, close: fh.Close}, nil
+	return &csvText{r: fh, close: fh.Close, splittable: true}, nil
 }
 
 // csvSource reads a CSV file: a compressed file as one unit, an uncompressed one in units of byte
@@ -412,8 +424,8 @@ func openCSV(ctx context.Context, f File, cfg *config) (_ unitSource, err error)
 		s.fieldBytes[i] /= float64(max(1, len(sample)))
 	}
 	// An escape byte that is a line end would make the scan's byte view and the tokenizer's line
-	// view of the text differ: such a file stays one unit, as compressed files do.
-	if !text.compressed && d.esc != '\n' {
+	// view of the text differ: such a file stays one unit, as compressed files and pipes do.
+	if text.splittable && d.esc != '\n' {
 		if starts := csvUnitStarts(f.Size, cfg.csvUnitBytes); len(starts) > 1 {
 			s.split = newCSVSplit(f.Path, d, starts, text.bom, !d.o.NoHeader)
 		}

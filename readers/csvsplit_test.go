@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -531,4 +532,58 @@ func FuzzCSVSplit(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCSVSplitPipe checks that a CSV file that can only be read in order (a named pipe) stays one
+// unit, read as a stream.
+func TestCSVSplitPipe(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "p.csv")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skipf("no named pipes here: %v", err)
+	}
+	// Open reads the header and sample, ReadUnit the whole text: a writer each, one after the other.
+	opened := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 2 {
+			if i == 1 {
+				<-opened
+			}
+			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+			if err != nil {
+				return
+			}
+			w.WriteString("\xEF\xBB\xBFid,name\n1,\"a\nb\"\n2,c\n")
+			w.Close()
+		}
+	}()
+	defer func() {
+		// A reader, so a writer still waiting to open (the test failed early) goes on.
+		if r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			defer r.Close()
+		}
+		<-done
+	}()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	src, err := readers.Open(context.Background(), readers.File{Path: fifo, Format: readers.FormatCSV}, readers.WithAllocator(mem), readers.WithCSVUnitBytes(4))
+	close(opened)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if n := len(src.Units()); n != 1 {
+		t.Fatalf("Units() of a pipe = %d; want 1", n)
+	}
+	var rows []string
+	if err := src.ReadUnit(context.Background(), 0, func(rec arrow.RecordBatch) error {
+		rows = append(rows, rowsOf(rec)...)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rows, ","); got != "1|a\nb,2|c" {
+		t.Errorf("rows = %q; want 1|a\\nb,2|c", got)
+	}
 }

@@ -216,8 +216,9 @@ type Source interface {
 	// encoded and view types replaced by their plain types at any depth, as the batches come.
 	Schema() *arrow.Schema
 	Units() []Unit
-	// ReadUnit calls fn with the unit's batches in order. fn must not keep a batch after it returns
-	// unless it retains it. An error names the file and unit.
+	// ReadUnit calls fn with the unit's batches in order; a batch may be empty (see the package
+	// doc on CSV). fn must not keep a batch after it returns unless it retains it. An error names
+	// the file and unit.
 	ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error
 	Close() error
 }
