@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -303,9 +304,12 @@ type csvSource struct {
 	decimals []*tableschema.Type // per column, for DECIMAL columns
 	batch    int                 // rows per batch
 	split    *csvSplit           // nil when the file is one unit
-	// fieldBytes is the mean length of each column's fields in the sample, to size the first
-	// batch's text buffers.
+	// fieldBytes is the mean length of each column's fields in the last batch of any unit (the
+	// sample's at first), to size a unit's first batch's text buffers; rowBytes the mean length of
+	// a row's text in the sample.
+	mu         sync.Mutex
 	fieldBytes []float64
+	rowBytes   float64
 }
 
 func openCSV(ctx context.Context, f File, cfg *config) (_ unitSource, err error) {
@@ -414,6 +418,7 @@ func openCSV(ctx context.Context, f File, cfg *config) (_ unitSource, err error)
 		per += sampleBytes / int64(len(sample))
 	}
 	s.batch = int(max(1, min(cfg.batchBytes/max(per, 1), 1<<24)))
+	s.rowBytes = float64(max(per-int64(8*len(fields)), 1))
 	s.fieldBytes = make([]float64, len(fields))
 	for _, row := range sample {
 		for i := range min(len(row), len(fields)) {
@@ -486,7 +491,9 @@ func (s *csvSource) readUnit(ctx context.Context, unit int, fn func(arrow.Record
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	s.mu.Lock()
 	rd := &csvUnit{s: s, bld: array.NewRecordBuilder(s.cfg.mem, s.schema), fieldBytes: slices.Clone(s.fieldBytes)}
+	s.mu.Unlock()
 	rd.convs = make([]conv, len(s.names))
 	for i := range rd.convs {
 		rd.convs[i] = newConv(s.cfg.mem, rd.bld.Field(i), s.decimals[i], &s.d.conv)
@@ -540,6 +547,13 @@ func (s *csvSource) readUnit(ctx context.Context, unit int, fn func(arrow.Record
 	rd.t.off, rd.t.line = start.off, start.line
 	if unit == 0 {
 		rd.t.off = text.bom
+	}
+	rd.from, rd.end = rd.t.off, -1
+	if text.splittable {
+		rd.end = s.f.Size
+		if s.split != nil && unit+1 < len(s.split.starts) {
+			rd.end = s.split.starts[unit+1]
+		}
 	}
 	if unit == 0 && !s.d.o.NoHeader {
 		var eof bool
@@ -619,6 +633,10 @@ type csvUnit struct {
 	// fieldBytes is the mean length of each column's fields so far (the sample's at first), by
 	// which text buffers are sized for a batch.
 	fieldBytes []float64
+	// end is about where the unit's text ends (-1: not known, as in a compressed file); from, where
+	// it started; rows, the rows parsed so far: the last batch is sized for the rows left.
+	end, from int64
+	rows      int64
 }
 
 func (u *csvUnit) release() {
@@ -639,6 +657,14 @@ func (u *csvUnit) release() {
 // buffers are rarely grown (copied) while the batch fills.
 func (u *csvUnit) reserve() {
 	n := u.s.batch
+	if u.end >= 0 {
+		perRow := u.s.rowBytes
+		if u.rows > 0 {
+			perRow = float64(u.t.off-u.from) / float64(u.rows)
+		}
+		left := float64(max(u.end-u.t.off, 0)) / max(perRow, 1)
+		n = min(n, int(left*1.25)+64)
+	}
 	for i, f := range u.bld.Fields() {
 		if f.Cap() < n {
 			f.Resize(n)
@@ -651,11 +677,15 @@ func (u *csvUnit) reserve() {
 
 // measure updates the mean field lengths from a batch of rows about to be taken from the builders.
 func (u *csvUnit) measure(rows int) {
+	u.rows += int64(rows)
 	for i, f := range u.bld.Fields() {
 		if b, ok := f.(interface{ DataLen() int }); ok {
 			u.fieldBytes[i] = float64(b.DataLen()) / float64(rows)
 		}
 	}
+	u.s.mu.Lock()
+	copy(u.s.fieldBytes, u.fieldBytes)
+	u.s.mu.Unlock()
 }
 
 // fill parses rows until a batch is full or the file ends, leaving the batch in pending. done is
