@@ -433,6 +433,8 @@ func openCSV(ctx context.Context, f File, cfg *config) (_ unitSource, err error)
 	if text.splittable && d.esc != '\n' {
 		if starts := csvUnitStarts(f.Size, cfg.csvUnitBytes); len(starts) > 1 {
 			s.split = newCSVSplit(f.Path, d, starts, text.bom, !d.o.NoHeader)
+			// (a point every 256 KiB, or twice a unit when units are tiny, as in tests)
+			s.split.every = min(csvProgressBytes, max(1, starts[1]/2))
 		}
 	}
 	return s, nil
@@ -548,7 +550,7 @@ func (s *csvSource) readUnit(ctx context.Context, unit int, fn func(arrow.Record
 	if unit == 0 {
 		rd.t.off = text.bom
 	}
-	rd.from, rd.end = rd.t.off, -1
+	rd.from, rd.end, rd.unit, rd.reached = rd.t.off, -1, unit, rd.t.off
 	if text.splittable {
 		rd.end = s.f.Size
 		if s.split != nil && unit+1 < len(s.split.starts) {
@@ -637,6 +639,8 @@ type csvUnit struct {
 	// it started; rows, the rows parsed so far: the last batch is sized for the rows left.
 	end, from int64
 	rows      int64
+	unit      int
+	reached   int64 // where the unit's decoder last recorded a point it has reached (csvSplit.reach)
 }
 
 func (u *csvUnit) release() {
@@ -708,6 +712,12 @@ func (u *csvUnit) fill() (done bool, err error) {
 		}
 		if err != nil {
 			return false, s.readErr(err)
+		}
+		if sp := s.split; sp != nil && u.t.off-u.reached >= sp.every && (u.t.limit < 0 || u.t.off < u.t.limit) && !u.t.partial {
+			// A record boundary before the unit's end: a scan for a later unit's start may go on
+			// from here rather than read this unit's text too.
+			u.reached = u.t.off
+			sp.reach(u.unit, csvBound{off: u.t.off, line: u.t.line})
 		}
 		bad := func(col, reason string) error {
 			if s.d.o.OnBadRow != nil {

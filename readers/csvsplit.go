@@ -44,8 +44,9 @@ const (
 	csvMinUnitBytes = 8 << 20
 	csvMaxUnitBytes = 64 << 20
 
-	csvScanWindow = 256 << 10 // bytes the scan reads at a time
-	csvScanStep   = 32 << 20  // bytes the scan reads between heartbeats (see csvSplit.start)
+	csvScanWindow    = 256 << 10 // bytes the scan reads at a time
+	csvScanStep      = 32 << 20  // bytes the scan reads between heartbeats (see csvSplit.start)
+	csvProgressBytes = 256 << 10 // bytes a decoder reads between the points it records (reached)
 )
 
 // csvUnitStarts returns the nominal starts of the units of an uncompressed file of size bytes.
@@ -79,26 +80,37 @@ type csvSplit struct {
 	token chan struct{} // held by the one goroutine scanning; guards scan and buf
 	scan  csvScan
 	buf   []byte
-	// csvScanWindow and csvScanStep; tests lower them
+	// csvScanWindow, csvScanStep and csvProgressBytes; tests lower them
 	window int
 	step   int64
+	every  int64
 
-	mu      sync.Mutex
-	bounds  []csvBound
-	known   []bool
-	err     error         // the syntax error the scan stopped at: units past it fail with it
+	mu     sync.Mutex
+	bounds []csvBound
+	known  []bool
+	// reached[k] is the furthest record boundary unit k's decoder has reported, before its end
+	// (valid when hasReached[k]).
+	reached    []csvBound
+	hasReached []bool
+	// err is the syntax error a scan stopped at, looking for unit errUnit's start: units from
+	// errUnit on, which start past it, fail with it.
+	err     error
+	errUnit int
 	changed chan struct{} // closed and replaced when a bound is found or a scan step ends
 }
 
 func newCSVSplit(path string, d *dialect, starts []int64, bom int64, header bool) *csvSplit {
 	sp := &csvSplit{
 		path: path, d: d, starts: starts, header: header,
-		token:   make(chan struct{}, 1),
-		bounds:  make([]csvBound, len(starts)),
-		known:   make([]bool, len(starts)),
-		changed: make(chan struct{}),
-		window:  csvScanWindow,
-		step:    csvScanStep,
+		token:      make(chan struct{}, 1),
+		bounds:     make([]csvBound, len(starts)),
+		known:      make([]bool, len(starts)),
+		reached:    make([]csvBound, len(starts)),
+		hasReached: make([]bool, len(starts)),
+		changed:    make(chan struct{}),
+		window:     csvScanWindow,
+		step:       csvScanStep,
+		every:      csvProgressBytes,
 	}
 	sp.bounds[0], sp.known[0] = csvBound{off: bom}, true
 	sp.scan = csvScan{off: bom, next: 1, header: header}
@@ -136,6 +148,23 @@ func (sp *csvSplit) foundLocked(k int, b csvBound) error {
 	return nil
 }
 
+// errFor is the syntax error unit k's start lies past, if a scan has met one. The caller holds mu.
+func (sp *csvSplit) errFor(k int) error {
+	if sp.err != nil && k >= sp.errUnit {
+		return sp.err
+	}
+	return nil
+}
+
+// reach records that unit k's decoder is at b, a record boundary before the unit's end.
+func (sp *csvSplit) reach(k int, b csvBound) {
+	sp.mu.Lock()
+	if !sp.hasReached[k] || b.off > sp.reached[k].off {
+		sp.reached[k], sp.hasReached[k] = b, true
+	}
+	sp.mu.Unlock()
+}
+
 func (sp *csvSplit) signalLocked() {
 	close(sp.changed)
 	sp.changed = make(chan struct{})
@@ -148,7 +177,7 @@ func (sp *csvSplit) signalLocked() {
 func (sp *csvSplit) start(ctx context.Context, st *stepper, k int, beat func() error) (csvBound, error) {
 	for {
 		sp.mu.Lock()
-		b, ok, err, changed := sp.bounds[k], sp.known[k], sp.err, sp.changed
+		b, ok, err, changed := sp.bounds[k], sp.known[k], sp.errFor(k), sp.changed
 		sp.mu.Unlock()
 		switch {
 		case ok:
@@ -180,25 +209,31 @@ func (sp *csvSplit) start(ctx context.Context, st *stepper, k int, beat func() e
 	}
 }
 
-// scanStep scans for unit k's start, from the furthest start known before it (or from where the
-// last scan stopped, when that is further), for at most csvScanStep bytes, recording every unit
-// start it passes. The caller holds the token.
+// scanStep scans for unit k's start, from the furthest record boundary known before it (or from
+// where the last scan stopped, when that is further on the way), for at most sp.step bytes,
+// recording every unit start it passes. The caller holds the token.
 func (sp *csvSplit) scanStep(ctx context.Context, k int) error {
 	sp.mu.Lock()
-	j := k
-	for !sp.known[j] {
-		j--
-	}
-	from := sp.bounds[j]
-	if sp.known[k] || sp.err != nil {
+	if err := sp.errFor(k); sp.known[k] || err != nil {
 		sp.mu.Unlock()
-		return sp.err
+		return err
+	}
+	// A unit start B[j] or a point unit j's decoder has reached: the scan goes on from there with
+	// unit j+1's start the next to find (the point lies before start[j+1], as a decoder records
+	// none at or past its limit; B[j] may not, and is then B[j+1] too).
+	from, next := sp.bounds[0], 1
+	for j := 0; j < k; j++ {
+		if sp.known[j] && sp.bounds[j].off > from.off {
+			from, next = sp.bounds[j], j+1
+		}
+		if sp.hasReached[j] && sp.reached[j].off > from.off {
+			from, next = sp.reached[j], j+1
+		}
 	}
 	sp.mu.Unlock()
-	if sp.scan.next != j+1 {
-		// The scan is behind a start a decoder recorded, or went on from one past unit j+1:
-		// scan from unit j's start.
-		sp.scan = csvScan{off: from.off, line: from.line, next: j + 1, header: j == 0 && sp.header}
+	if sp.scan.next > k || sp.scan.off <= from.off {
+		// The scan is behind a known boundary, or went on from one past unit k: scan from there.
+		sp.scan = csvScan{off: from.off, line: from.line, next: next, header: next == 1 && from == sp.bounds[0] && sp.header}
 	}
 	defer func() {
 		sp.mu.Lock()
@@ -246,9 +281,14 @@ func (sp *csvSplit) scanStep(ctx context.Context, k int) error {
 				continue
 			case scanSyntax:
 				err := sp.syntaxError(s.rec)
-				sp.mu.Lock()
-				sp.err = err
-				sp.mu.Unlock()
+				var re *RowError
+				if errors.As(err, &re) {
+					sp.mu.Lock()
+					if sp.err == nil || s.next < sp.errUnit {
+						sp.err, sp.errUnit = err, s.next
+					}
+					sp.mu.Unlock()
+				}
 				return err
 			}
 			break

@@ -74,30 +74,44 @@ func checkScan(t *testing.T, text []byte) {
 			t.Fatal(err)
 		}
 		for _, header := range []bool{true, false} {
-			starts := csvUnitStarts(size, 1)
-			want := make([]csvBound, len(starts))
-			wantErr := make([]error, len(starts))
-			for k := 1; k < len(starts); k++ {
-				want[k], wantErr[k] = wantBound(t, d, text, bom, header, starts[k])
-			}
-			for _, window := range []int{3, 4, 7, 1 << 10} {
-				sp := newCSVSplit(path, d, starts, bom, header)
-				sp.window = window
-				if window == 3 {
-					sp.step = 5 // a heartbeat every few windows
+			for _, unitBytes := range []int64{1, 7} {
+				starts := csvUnitStarts(size, unitBytes)
+				want := make([]csvBound, len(starts))
+				wantErr := make([]error, len(starts))
+				for k := 1; k < len(starts); k++ {
+					want[k], wantErr[k] = wantBound(t, d, text, bom, header, starts[k])
 				}
-				st := &stepper{}
-				for k := len(starts) - 1; k >= 1; k -= 1 + k%3 { // some in reverse, skipping some
-					got, err := sp.start(context.Background(), st, k, func() error { return nil })
-					switch {
-					case wantErr[k] != nil:
-						var re *RowError
-						var se *syntaxError
-						if !errors.As(err, &re) || !errors.As(wantErr[k], &se) || re.Line != se.line || re.Reason != se.reason {
-							t.Fatalf("%+v header %v window %d: start(%d) = %v, %v; want the tokenizer's error %v\n%q", o, header, window, k, got, err, wantErr[k], text)
+				for _, window := range []int{3, 4, 7, 1 << 10} {
+					for _, reach := range []bool{false, true} {
+						sp := newCSVSplit(path, d, starts, bom, header)
+						sp.window = window
+						if window == 3 {
+							sp.step = 5 // a heartbeat every few windows
 						}
-					case err != nil || got != want[k]:
-						t.Fatalf("%+v header %v window %d: start(%d) = %+v, %v; want %+v\n%q", o, header, window, k, got, err, want[k], text)
+						if reach {
+							// Points decoders of some units have reached: record boundaries (past
+							// the header, as wantBound's are) before the next unit's nominal start.
+							for j := 0; j+1 < len(starts); j += 2 {
+								b, err := wantBound(t, d, text, bom, header, starts[j]+unitBytes/2)
+								if err == nil && b.off < starts[j+1] {
+									sp.reach(j, b)
+								}
+							}
+						}
+						st := &stepper{}
+						for k := len(starts) - 1; k >= 1; k -= 1 + k%3 { // some in reverse, skipping some
+							got, err := sp.start(context.Background(), st, k, func() error { return nil })
+							switch {
+							case wantErr[k] != nil:
+								var re *RowError
+								var se *syntaxError
+								if !errors.As(err, &re) || !errors.As(wantErr[k], &se) || re.Line != se.line || re.Reason != se.reason {
+									t.Fatalf("%+v header %v units %d window %d reach %v: start(%d) = %v, %v; want the tokenizer's error %v\n%q", o, header, unitBytes, window, reach, k, got, err, wantErr[k], text)
+								}
+							case err != nil || got != want[k]:
+								t.Fatalf("%+v header %v units %d window %d reach %v: start(%d) = %+v, %v; want %+v\n%q", o, header, unitBytes, window, reach, k, got, err, want[k], text)
+							}
+						}
 					}
 				}
 			}
@@ -183,6 +197,7 @@ func BenchmarkCSVScan(b *testing.B) {
 	starts := csvUnitStarts(int64(buf.Len()), 1<<20)
 	b.SetBytes(int64(buf.Len()))
 	b.ReportAllocs()
+	defer reportCPU(b)()
 	for b.Loop() {
 		sp := newCSVSplit(path, d, starts, 0, true)
 		if _, err := sp.start(context.Background(), &stepper{}, len(starts)-1, func() error { return nil }); err != nil {
