@@ -5,7 +5,7 @@
 //	                                ▲            │
 //	                                └─ manifest ◄┘
 //
-// Units of every file (Parquet row groups, IPC batches, CSV files) are decoded by a bounded pool of
+// Units of every file (Parquet row groups, IPC batches, CSV byte ranges) are decoded by a bounded pool of
 // workers; each batch is cast to the table's canonical schema by the plan of its source schema, cut
 // into frames, and handed to the Flight client after the frame's bytes are taken from the in-flight
 // budget. The client's acknowledgements record row ranges in the manifest and return the bytes. A

@@ -283,9 +283,16 @@ func (c *tsConv) parse(b []byte, _ bool) string {
 	if c.isNull = c.o.isNullNonText(b); c.isNull {
 		return ""
 	}
+	b = bytes.TrimSpace(b)
+	if c.o.tsLayout == "" {
+		if us, ok := fastTimestamp(b); ok {
+			c.v = arrow.Timestamp(us)
+			return ""
+		}
+	}
 	var t time.Time
 	var ok bool
-	t, ok, c.scratch = parseTimestamp(bytes.TrimSpace(b), c.o.tsLayout, c.scratch)
+	t, ok, c.scratch = parseTimestamp(b, c.o.tsLayout, c.scratch)
 	if !ok {
 		if c.o.tsLayout != "" {
 			return fmt.Sprintf("not a timestamp (want the layout %s)", c.o.tsLayout)
@@ -314,6 +321,111 @@ func timeMicros(t time.Time) (int64, bool) {
 		return 0, false
 	}
 	return sec*1_000_000 + int64(t.Nanosecond()/1000), true
+}
+
+// fastTimestamp reads the common forms of timestamps without a layout in microseconds since the
+// epoch (UTC): 2006-01-02T15:04:05, T or a space, with a fraction of 1 to 9 digits or none, and Z,
+// ±hh:mm or no zone (UTC). It accepts only texts parseTimestamp reads, and gives the same value
+// (timeMicros of its time), without time.Parse's cost; ok is false for anything else, which
+// parseTimestamp then decides.
+func fastTimestamp(b []byte) (us int64, ok bool) {
+	if len(b) < 19 || b[4] != '-' || b[7] != '-' || (b[10] != 'T' && b[10] != ' ') || b[13] != ':' || b[16] != ':' {
+		return 0, false
+	}
+	year, ok := digitsAt(b, 0, 4)
+	month, ok2 := digitsAt(b, 5, 2)
+	day, ok3 := digitsAt(b, 8, 2)
+	hour, ok4 := digitsAt(b, 11, 2)
+	minute, ok5 := digitsAt(b, 14, 2)
+	sec, ok6 := digitsAt(b, 17, 2)
+	if !ok || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
+		hour > 23 || minute > 59 || sec > 59 {
+		return 0, false
+	}
+	rest := b[19:]
+	var nsec int64
+	if len(rest) > 0 && rest[0] == '.' {
+		n := 1
+		for n < len(rest) && '0' <= rest[n] && rest[n] <= '9' {
+			nsec = nsec*10 + int64(rest[n]-'0')
+			n++
+		}
+		if n == 1 || n > 10 {
+			return 0, false
+		}
+		for i := n; i < 10; i++ {
+			nsec *= 10
+		}
+		rest = rest[n:]
+	}
+	var offset int64
+	switch {
+	case len(rest) == 0, len(rest) == 1 && rest[0] == 'Z':
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':':
+		hh, ok := digitsAt(rest, 1, 2)
+		mm, ok2 := digitsAt(rest, 4, 2)
+		if !ok || !ok2 || hh > 23 || mm > 59 {
+			return 0, false
+		}
+		offset = int64(hh*3600 + mm*60)
+		if rest[0] == '-' {
+			offset = -offset
+		}
+	default:
+		return 0, false
+	}
+	unix := daysFromCivil(year, month, day)*86400 + int64(hour*3600+minute*60+sec) - offset
+	return unix*1_000_000 + nsec/1000, true
+}
+
+// digitsAt parses the n decimal digits of b at i.
+func digitsAt(b []byte, i, n int) (int, bool) {
+	v := 0
+	for _, c := range b[i : i+n] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
+	}
+	return v, true
+}
+
+// daysIn is the number of days of month (1-12) in year, in the proleptic Gregorian calendar.
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
+
+// daysFromCivil is the number of days from 1970-01-01 to a date of the proleptic Gregorian
+// calendar (year >= 0), by Howard Hinnant's days_from_civil.
+func daysFromCivil(year, month, day int) int64 {
+	y := int64(year)
+	if month <= 2 {
+		y--
+	}
+	era := y
+	if era < 0 {
+		era -= 399
+	}
+	era /= 400
+	yoe := y - era*400
+	m := int64(month)
+	if m > 2 {
+		m -= 3
+	} else {
+		m += 9
+	}
+	doy := (153*m+2)/5 + int64(day) - 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return era*146097 + doe - 719468
 }
 
 // tsLayouts are the forms parseTimestamp reads without a layout. Each text fits at most one of

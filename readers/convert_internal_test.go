@@ -45,3 +45,43 @@ func TestTimestampLayoutOf(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFastTimestamp checks that fastTimestamp accepts only texts parseTimestamp reads, with the
+// same value.
+func FuzzFastTimestamp(f *testing.F) {
+	for _, s := range []string{
+		"2024-01-02T03:04:05Z", "2024-01-02 03:04:05.123456789+01:00", "0000-01-01T00:00:00-23:59",
+		"9999-12-31T23:59:59.999999999Z", "2024-02-29T00:00:00", "2023-02-29T00:00:00", "1969-12-31T23:59:59.9999995Z",
+		"2024-01-02T03:04:05.", "2024-01-02T03:04:05.1234567890Z", "2024-01-02T24:00:00Z", "2024-01-02T03:04:05-00:00",
+		"1900-03-01T00:00:00+14:00", "2000-02-29T12:00:00.5", "2024-13-01T00:00:00Z", "2024-01-02T03:04:05+0100",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		us, ok := fastTimestamp(b)
+		if !ok {
+			return
+		}
+		tm, slowOK, _ := parseTimestamp(b, "", nil)
+		if !slowOK {
+			t.Fatalf("fastTimestamp(%q) = %d; parseTimestamp refuses it", b, us)
+		}
+		want, _ := timeMicros(tm)
+		if us != want {
+			t.Fatalf("fastTimestamp(%q) = %d; want %d (%s)", b, us, want, tm)
+		}
+	})
+}
+
+func TestFastTimestamp(t *testing.T) {
+	for _, s := range []string{"2024-01-02T03:04:05Z", "2024-01-02 03:04:05.123456789+01:00", "2024-01-02T03:04:05", "2024-01-02T03:04:05.5-07:00"} {
+		if _, ok := fastTimestamp([]byte(s)); !ok {
+			t.Errorf("fastTimestamp(%q) declines; want it read", s)
+		}
+	}
+	for _, s := range []string{"2024-01-02", "2024-01-02T03:04", "2024-01-02T03:04:05+0100", "2024-01-02T03:04:05.1234567890Z", "2023-02-29T00:00:00Z"} {
+		if _, ok := fastTimestamp([]byte(s)); ok {
+			t.Errorf("fastTimestamp(%q) reads it; want it left to parseTimestamp", s)
+		}
+	}
+}

@@ -10,8 +10,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -64,7 +66,8 @@ type CSVOptions struct {
 	// OnBadRow, when set, receives each row that cannot be parsed (wrong field count, a value that
 	// does not parse into its column) and the row is skipped; an error it returns stops the read.
 	// When nil, the first bad row fails the unit with a *RowError. Calls for one ReadUnit never
-	// overlap and come in file order, from a goroutine ReadUnit waits on.
+	// overlap and come in file order, from a goroutine ReadUnit waits on; calls for different units
+	// (of one file too: an uncompressed file has several) may overlap.
 	OnBadRow func(BadRow) error
 	// MaxRecordBytes bounds one record (an unterminated quote must not swallow the file). 0
 	// means 64 MiB.
@@ -182,18 +185,57 @@ func (d *dialect) maxRecord() int {
 func (d *dialect) tokenizer(r io.Reader) *tokenizer {
 	return &tokenizer{
 		br: bufio.NewReaderSize(r, 256<<10), delim: d.delim, quote: d.quote, esc: d.esc, cmnt: d.cmnt,
-		noQuote: d.o.NoQuote, lazy: d.o.LazyQuotes, max: d.maxRecord(),
+		noQuote: d.o.NoQuote, lazy: d.o.LazyQuotes, max: d.maxRecord(), limit: -1,
 	}
 }
 
+// csvText is a CSV file opened for reading.
+type csvText struct {
+	r io.Reader
+	// close closes the file; its error is the first of its closers', and wraps ErrCorrupt when
+	// the decompressor has met corrupt data.
+	close func() error
+	// splittable says the text is the file's own bytes, at offsets that can be read at: a regular
+	// file, not compressed (see csvSplit).
+	splittable bool
+	bom        int64 // bytes of a UTF-8 byte-order mark skipped at the start
+}
+
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
 // openText opens a CSV file, undoing gzip or zstd compression (told by magic bytes) and skipping a
-// UTF-8 byte-order mark. The returned func closes the file; its error is the first of its closers',
-// and wraps ErrCorrupt when the decompressor has met corrupt data.
-func openText(path string) (io.Reader, func() error, error) {
+// UTF-8 byte-order mark.
+func openText(path string) (*csvText, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	if st.Mode().IsRegular() {
+		head := make([]byte, 4)
+		n, err := fh.ReadAt(head, 0)
+		if err != nil && !errors.Is(err, io.EOF) {
+			fh.Close()
+			return nil, err
+		}
+		if head = head[:n]; !bytes.HasPrefix(head, magicGzip) && !bytes.HasPrefix(head, magicZstd) {
+			// Uncompressed: the tokenizer buffers the file itself.
+			t := &csvText{r: fh, close: fh.Close, splittable: true}
+			if bytes.HasPrefix(head, utf8BOM) {
+				t.bom = int64(len(utf8BOM))
+				if _, err := fh.Seek(t.bom, io.SeekStart); err != nil {
+					fh.Close()
+					return nil, err
+				}
+			}
+			return t, nil
+		}
+	}
+	// Compressed, or a pipe or device that can only be read in order.
 	br := bufio.NewReaderSize(fh, 64<<10)
 	head, _ := br.Peek(4)
 	var r io.Reader = br
@@ -203,7 +245,7 @@ func openText(path string) (io.Reader, func() error, error) {
 		zr, err := gzip.NewReader(br)
 		if err != nil {
 			fh.Close()
-			return nil, nil, fmt.Errorf("%w: gzip: %w", ErrCorrupt, err)
+			return nil, fmt.Errorf("%w: gzip: %w", ErrCorrupt, err)
 		}
 		r = zr
 		closers = append([]func() error{func() error {
@@ -216,13 +258,13 @@ func openText(path string) (io.Reader, func() error, error) {
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(256<<20))
 		if err != nil {
 			fh.Close()
-			return nil, nil, fmt.Errorf("%w: zstd: %w", ErrCorrupt, err)
+			return nil, fmt.Errorf("%w: zstd: %w", ErrCorrupt, err)
 		}
 		r = zr.IOReadCloser()
 		closers = append([]func() error{func() error { zr.Close(); return nil }}, closers...)
 	}
 	bom := bufio.NewReaderSize(r, 64<<10)
-	if b, err := bom.Peek(3); err == nil && bytes.Equal(b, []byte{0xEF, 0xBB, 0xBF}) {
+	if b, err := bom.Peek(3); err == nil && bytes.Equal(b, utf8BOM) {
 		// Peek has buffered the three bytes, so Discard cannot fail.
 		_, _ = bom.Discard(3)
 	}
@@ -235,10 +277,24 @@ func openText(path string) (io.Reader, func() error, error) {
 		}
 		return first
 	}
-	return bom, closeAll, nil
+	return &csvText{r: bom, close: closeAll}, nil
 }
 
-// csvSource reads a CSV file as one unit.
+// openTextAt opens an uncompressed CSV file at byte off.
+func openTextAt(path string, off int64) (*csvText, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fh.Seek(off, io.SeekStart); err != nil {
+		fh.Close()
+		return nil, err
+	}
+	return &csvText{r: fh, close: fh.Close, splittable: true}, nil
+}
+
+// csvSource reads a CSV file: a compressed file as one unit, an uncompressed one in units of byte
+// ranges (see csvSplit).
 type csvSource struct {
 	f        File
 	cfg      *config
@@ -247,6 +303,13 @@ type csvSource struct {
 	names    []string
 	decimals []*tableschema.Type // per column, for DECIMAL columns
 	batch    int                 // rows per batch
+	split    *csvSplit           // nil when the file is one unit
+	// fieldBytes is the mean length of each column's fields in the last batch of any unit (the
+	// sample's at first), to size a unit's first batch's text buffers; rowBytes the mean length of
+	// a row's text in the sample.
+	mu         sync.Mutex
+	fieldBytes []float64
+	rowBytes   float64
 }
 
 func openCSV(ctx context.Context, f File, cfg *config) (_ unitSource, err error) {
@@ -255,18 +318,18 @@ func openCSV(ctx context.Context, f File, cfg *config) (_ unitSource, err error)
 		return nil, err
 	}
 	s := &csvSource{f: f, cfg: cfg, d: d}
-	r, closeFn, err := openText(f.Path)
+	text, err := openText(f.Path)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		// The sample read stops early, so the decompressor may have met corruption the rows read so
 		// far do not show: report it now rather than from ReadUnit.
-		if cerr := closeFn(); cerr != nil && err == nil {
+		if cerr := text.close(); cerr != nil && err == nil {
 			err = cerr
 		}
 	}()
-	t := d.tokenizer(r)
+	t := d.tokenizer(text.r)
 	// header
 	if !d.o.NoHeader {
 		if _, err := t.next(); err != nil {
@@ -355,6 +418,25 @@ func openCSV(ctx context.Context, f File, cfg *config) (_ unitSource, err error)
 		per += sampleBytes / int64(len(sample))
 	}
 	s.batch = int(max(1, min(cfg.batchBytes/max(per, 1), 1<<24)))
+	s.rowBytes = float64(max(per-int64(8*len(fields)), 1))
+	s.fieldBytes = make([]float64, len(fields))
+	for _, row := range sample {
+		for i := range min(len(row), len(fields)) {
+			s.fieldBytes[i] += float64(len(row[i]))
+		}
+	}
+	for i := range s.fieldBytes {
+		s.fieldBytes[i] /= float64(max(1, len(sample)))
+	}
+	// An escape byte that is a line end would make the scan's byte view and the tokenizer's line
+	// view of the text differ: such a file stays one unit, as compressed files and pipes do.
+	if text.splittable && d.esc != '\n' {
+		if starts := csvUnitStarts(f.Size, cfg.csvUnitBytes); len(starts) > 1 {
+			s.split = newCSVSplit(f.Path, d, starts, text.bom, !d.o.NoHeader)
+			// (a point every 256 KiB, or twice a unit when units are tiny, as in tests)
+			s.split.every = min(csvProgressBytes, max(1, starts[1]/2))
+		}
+	}
 	return s, nil
 }
 
@@ -381,33 +463,54 @@ func (s *csvSource) readErr(err error) error {
 
 func (s *csvSource) File() File            { return s.f }
 func (s *csvSource) Schema() *arrow.Schema { return s.schema }
-func (s *csvSource) Units() []Unit         { return []Unit{{Index: 0, Rows: -1, Bytes: s.f.Size}} }
 func (s *csvSource) Close() error          { return nil }
+
+func (s *csvSource) Units() []Unit {
+	if s.split == nil {
+		return []Unit{{Index: 0, Rows: -1, Bytes: s.f.Size}}
+	}
+	units := make([]Unit, len(s.split.starts))
+	for k, start := range s.split.starts {
+		end := s.f.Size
+		if k+1 < len(s.split.starts) {
+			end = s.split.starts[k+1]
+		}
+		units[k] = Unit{Index: k, Rows: -1, Bytes: end - start}
+	}
+	return units
+}
 
 func (s *csvSource) unitName() string { return "unit" }
 
 func (s *csvSource) readUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) (err error) {
-	if unit != 0 {
-		return fmt.Errorf("no such unit (a CSV file is one unit)")
+	n := 1
+	if s.split != nil {
+		n = len(s.split.starts)
+	}
+	if unit < 0 || unit >= n {
+		return fmt.Errorf("no such unit (the file has %d)", n)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	r, closeFn, err := openText(s.f.Path)
-	if err != nil {
-		return err
-	}
-	rd := &csvUnit{s: s, t: s.d.tokenizer(r), bld: array.NewRecordBuilder(s.cfg.mem, s.schema)}
+	s.mu.Lock()
+	rd := &csvUnit{s: s, bld: array.NewRecordBuilder(s.cfg.mem, s.schema), fieldBytes: slices.Clone(s.fieldBytes)}
+	s.mu.Unlock()
 	rd.convs = make([]conv, len(s.names))
 	for i := range rd.convs {
 		rd.convs[i] = newConv(s.cfg.mem, rd.bld.Field(i), s.decimals[i], &s.d.conv)
 	}
 	st := &stepper{}
+	var text *csvText
 	closed := make(chan error, 1)
 	defer func() {
 		st.finish(func() {
 			rd.release()
-			closed <- closeFn()
+			if text != nil {
+				closed <- text.close()
+			} else {
+				closed <- nil
+			}
 		})
 		select {
 		case cerr := <-closed:
@@ -418,7 +521,43 @@ func (s *csvSource) readUnit(ctx context.Context, unit int, fn func(arrow.Record
 			// A step was abandoned (err says why): the input is closed when it ends.
 		}
 	}()
-	if !s.d.o.NoHeader {
+	var start csvBound
+	if unit > 0 {
+		// An empty batch, so a caller watching for progress sees the scan for a far unit's start move.
+		beat := func() error {
+			rec := rd.bld.NewRecordBatch()
+			defer rec.Release()
+			return fn(rec)
+		}
+		if start, err = s.split.start(ctx, st, unit, beat); err != nil {
+			return err
+		}
+	}
+	err = st.run(ctx, func() error {
+		var err error
+		if unit == 0 {
+			text, err = openText(s.f.Path)
+		} else {
+			text, err = openTextAt(s.f.Path, start.off)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	rd.t = s.d.tokenizer(text.r)
+	rd.t.off, rd.t.line = start.off, start.line
+	if unit == 0 {
+		rd.t.off = text.bom
+	}
+	rd.from, rd.end, rd.unit, rd.reached = rd.t.off, -1, unit, rd.t.off
+	if text.splittable {
+		rd.end = s.f.Size
+		if s.split != nil && unit+1 < len(s.split.starts) {
+			rd.end = s.split.starts[unit+1]
+		}
+	}
+	if unit == 0 && !s.d.o.NoHeader {
 		var eof bool
 		err := st.run(ctx, func() error {
 			if _, err := rd.t.next(); err != nil {
@@ -434,8 +573,11 @@ func (s *csvSource) readUnit(ctx context.Context, unit int, fn func(arrow.Record
 			return corrupt(err)
 		}
 		if eof {
-			return nil
+			return s.ended(unit, rd.t)
 		}
+	}
+	if s.split != nil {
+		rd.t.limit = s.split.limit(unit)
 	}
 	for {
 		var done bool
@@ -460,9 +602,21 @@ func (s *csvSource) readUnit(ctx context.Context, unit int, fn func(arrow.Record
 			}
 		}
 		if done {
-			return nil
+			return s.ended(unit, rd.t)
 		}
 	}
+}
+
+// ended records where the unit after unit, which t has read to its end, starts.
+func (s *csvSource) ended(unit int, t *tokenizer) error {
+	if s.split == nil || unit+1 >= len(s.split.starts) {
+		return nil
+	}
+	line := t.line
+	if t.partial {
+		line-- // the last line had no line end
+	}
+	return s.split.found(unit+1, csvBound{off: t.off, line: line})
 }
 
 // isDecodeErr reports errors that come from decoding rather than from the caller's callbacks.
@@ -478,6 +632,15 @@ type csvUnit struct {
 	bld     *array.RecordBuilder
 	convs   []conv
 	pending arrow.RecordBatch
+	// fieldBytes is the mean length of each column's fields so far (the sample's at first), by
+	// which text buffers are sized for a batch.
+	fieldBytes []float64
+	// end is about where the unit's text ends (-1: not known, as in a compressed file); from, where
+	// it started; rows, the rows parsed so far: the last batch is sized for the rows left.
+	end, from int64
+	rows      int64
+	unit      int
+	reached   int64 // where the unit's decoder last recorded a point it has reached (csvSplit.reach)
 }
 
 func (u *csvUnit) release() {
@@ -493,15 +656,52 @@ func (u *csvUnit) release() {
 	u.bld.Release()
 }
 
+// reserve sizes the empty builders for a batch: room for its rows exactly (Reserve would round
+// up to a power of two), and for text at the mean field length seen so far, plus a margin, so that
+// buffers are rarely grown (copied) while the batch fills.
+func (u *csvUnit) reserve() {
+	n := u.s.batch
+	if u.end >= 0 {
+		perRow := u.s.rowBytes
+		if u.rows > 0 {
+			perRow = float64(u.t.off-u.from) / float64(u.rows)
+		}
+		left := float64(max(u.end-u.t.off, 0)) / max(perRow, 1)
+		n = min(n, int(left*1.25)+64)
+	}
+	for i, f := range u.bld.Fields() {
+		if f.Cap() < n {
+			f.Resize(n)
+		}
+		if b, ok := f.(interface{ ReserveData(int) }); ok {
+			b.ReserveData(int(float64(n)*u.fieldBytes[i]*1.1) + 64)
+		}
+	}
+}
+
+// measure updates the mean field lengths from a batch of rows about to be taken from the builders.
+func (u *csvUnit) measure(rows int) {
+	u.rows += int64(rows)
+	for i, f := range u.bld.Fields() {
+		if b, ok := f.(interface{ DataLen() int }); ok {
+			u.fieldBytes[i] = float64(b.DataLen()) / float64(rows)
+		}
+	}
+	u.s.mu.Lock()
+	copy(u.s.fieldBytes, u.fieldBytes)
+	u.s.mu.Unlock()
+}
+
 // fill parses rows until a batch is full or the file ends, leaving the batch in pending. done is
 // true at the end of the file.
 func (u *csvUnit) fill() (done bool, err error) {
 	s := u.s
 	ncol := len(u.convs)
 	rows := 0
-	u.bld.Reserve(s.batch)
+	u.reserve()
 	defer func() {
 		if rows > 0 && err == nil {
+			u.measure(rows)
 			u.pending = u.bld.NewRecordBatch()
 		}
 	}()
@@ -512,6 +712,12 @@ func (u *csvUnit) fill() (done bool, err error) {
 		}
 		if err != nil {
 			return false, s.readErr(err)
+		}
+		if sp := s.split; sp != nil && u.t.off-u.reached >= sp.every && (u.t.limit < 0 || u.t.off < u.t.limit) && !u.t.partial {
+			// A record boundary before the unit's end: a scan for a later unit's start may go on
+			// from here rather than read this unit's text too.
+			u.reached = u.t.off
+			sp.reach(u.unit, csvBound{off: u.t.off, line: u.t.line})
 		}
 		bad := func(col, reason string) error {
 			if s.d.o.OnBadRow != nil {

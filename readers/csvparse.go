@@ -19,6 +19,9 @@ type tokenizer struct {
 	max                     int
 
 	line    int64 // lines consumed
+	off     int64 // file offset of the next byte to read (uncompressed files)
+	limit   int64 // when >= 0, next ends (io.EOF) at the first line start between records at or after it
+	partial bool  // the last line read has no line end (the text ends with it)
 	rec     []byte
 	ends    []int
 	quoted  []bool // quoted[i]: field i was enclosed in quotes
@@ -38,6 +41,8 @@ func (e *syntaxError) Error() string { return fmt.Sprintf("line %d: %s", e.line,
 func (t *tokenizer) readLine() ([]byte, error) {
 	line, err := t.br.ReadSlice('\n')
 	if err == nil || (errors.Is(err, io.EOF) && len(line) > 0) {
+		t.off += int64(len(line))
+		t.partial = err != nil
 		return line, nil
 	}
 	if !errors.Is(err, bufio.ErrBufferFull) {
@@ -51,6 +56,8 @@ func (t *tokenizer) readLine() ([]byte, error) {
 		line, err = t.br.ReadSlice('\n')
 		t.scratch = append(t.scratch, line...)
 		if err == nil || errors.Is(err, io.EOF) {
+			t.off += int64(len(t.scratch))
+			t.partial = err != nil
 			return t.scratch, nil
 		}
 		if !errors.Is(err, bufio.ErrBufferFull) {
@@ -70,11 +77,14 @@ func trimEOL(b []byte) []byte {
 	return b
 }
 
-// next reads one record. It returns the line the record starts on; io.EOF at the end.
+// next reads one record. It returns the line the record starts on; io.EOF at the end, and at the
+// first line start at or after limit that is not inside a record (see csvSplit).
 func (t *tokenizer) next() (int64, error) {
-	t.rec, t.ends, t.quoted = t.rec[:0], t.ends[:0], t.quoted[:0]
 	var line []byte
 	for {
+		if t.limit >= 0 && t.off >= t.limit {
+			return 0, io.EOF
+		}
 		l, err := t.readLine()
 		if err != nil {
 			return 0, err
@@ -90,78 +100,98 @@ func (t *tokenizer) next() (int64, error) {
 		line = l
 		break
 	}
-	start := t.line
+	t.rec, t.ends, t.quoted = t.rec[:0], t.ends[:0], t.quoted[:0]
+	start, err := t.record(line)
+	return start, err
+}
+
+// record splits the record that starts with line into fields (reading on while a quoted field
+// spans lines). It appends to local copies of the field slices, stored back when it returns, so
+// that a field appended writes no pointer to the heap (no write barrier while the GC marks).
+func (t *tokenizer) record(line []byte) (start int64, err error) {
+	start = t.line
+	rec, ends, quoted := t.rec, t.ends, t.quoted
+	quote, delim, esc := t.quote, t.delim, t.esc
+	quoting := !t.noQuote
+	escaping := esc != 0 && esc != quote
+	checkQuotes := quoting && !t.lazy
 	pos := 0
+	nextQuote := -1 // the first quote in line at or after pos (len(line): none), valid while >= pos
 	for {
 		// one field starts at pos
-		if !t.noQuote && pos < len(line) && line[pos] == t.quote {
+		if quoting && pos < len(line) && line[pos] == quote {
 			pos++
 			for {
 				rest := line[pos:]
-				qi := bytes.IndexByte(rest, t.quote)
+				qi := bytes.IndexByte(rest, quote)
 				ei := -1
-				if t.esc != 0 && t.esc != t.quote {
-					ei = bytes.IndexByte(rest, t.esc)
+				if escaping {
+					ei = bytes.IndexByte(rest, esc)
 				}
 				if ei >= 0 && (qi < 0 || ei < qi) {
-					t.rec = append(t.rec, rest[:ei]...)
+					rec = append(rec, rest[:ei]...)
 					pos += ei + 1
 					if pos < len(line) {
-						t.rec = append(t.rec, line[pos])
+						rec = append(rec, line[pos])
 						pos++
 						continue
 					}
 					// escape at the very end of input: keep it
-					t.rec = append(t.rec, t.esc)
+					rec = append(rec, esc)
 					continue
 				}
 				if qi < 0 {
 					// the quoted field goes on to the next line
-					t.rec = append(t.rec, rest...)
-					if len(t.rec) > t.max {
+					rec = append(rec, rest...)
+					if len(rec) > t.max {
+						t.rec, t.ends, t.quoted = rec, ends, quoted
 						return start, &syntaxError{line: start, reason: fmt.Sprintf("a record longer than %d bytes (an unterminated quote?)", t.max)}
 					}
 					l, err := t.readLine()
 					if errors.Is(err, io.EOF) {
+						t.rec, t.ends, t.quoted = rec, ends, quoted
 						return start, &syntaxError{line: start, reason: "a quoted field is not closed before the end of the file"}
 					}
 					if err != nil {
+						t.rec, t.ends, t.quoted = rec, ends, quoted
 						return start, err
 					}
 					t.line++
-					line, pos = l, 0
+					line, pos, nextQuote = l, 0, -1
 					continue
 				}
-				t.rec = append(t.rec, rest[:qi]...)
+				rec = append(rec, rest[:qi]...)
 				pos += qi + 1
-				if pos < len(line) && line[pos] == t.quote && (t.esc == 0 || t.esc == t.quote) {
-					t.rec = append(t.rec, t.quote) // doubled quote
+				if pos < len(line) && line[pos] == quote && !escaping {
+					rec = append(rec, quote) // doubled quote
 					pos++
 					continue
 				}
 				// closing quote: a delimiter or the end of the line must follow
 				after := line[pos:]
-				if len(after) > 0 && after[0] == t.delim {
-					t.ends = append(t.ends, len(t.rec))
-					t.quoted = append(t.quoted, true)
+				if len(after) > 0 && after[0] == delim {
+					ends = append(ends, len(rec))
+					quoted = append(quoted, true)
 					pos++
 					break
 				}
 				if len(trimEOL(after)) == 0 {
-					t.ends = append(t.ends, len(t.rec))
-					t.quoted = append(t.quoted, true)
+					ends = append(ends, len(rec))
+					quoted = append(quoted, true)
+					t.rec, t.ends, t.quoted = rec, ends, quoted
 					return start, nil
 				}
 				if !t.lazy {
-					return start, &syntaxError{line: t.line, reason: fmt.Sprintf("field %d: unexpected text after a closing quote", len(t.ends)+1)}
+					t.rec, t.ends, t.quoted = rec, ends, quoted
+					return start, &syntaxError{line: t.line, reason: fmt.Sprintf("field %d: unexpected text after a closing quote", len(ends)+1)}
 				}
-				t.rec = append(t.rec, t.quote)
+				rec = append(rec, quote)
 			}
 			continue
 		}
 		// unquoted field
 		rest := line[pos:]
-		di := bytes.IndexByte(rest, t.delim)
+		di := bytes.IndexByte(rest, delim)
 		last := di < 0
 		var field []byte
 		if last {
@@ -169,13 +199,19 @@ func (t *tokenizer) next() (int64, error) {
 		} else {
 			field = rest[:di]
 		}
-		if !t.noQuote && !t.lazy && bytes.IndexByte(field, t.quote) >= 0 {
-			return start, &syntaxError{line: t.line, reason: fmt.Sprintf("field %d: a quote inside an unquoted field (use lazy quotes to accept it)", len(t.ends)+1)}
+		if checkQuotes && nextQuote < pos {
+			// one search for the rest of the line, rather than one for each field
+			nextQuote = indexFrom(line, pos, quote)
 		}
-		t.rec = append(t.rec, field...)
-		t.ends = append(t.ends, len(t.rec))
-		t.quoted = append(t.quoted, false)
+		if checkQuotes && nextQuote < pos+len(field) {
+			t.rec, t.ends, t.quoted = rec, ends, quoted
+			return start, &syntaxError{line: t.line, reason: fmt.Sprintf("field %d: a quote inside an unquoted field (use lazy quotes to accept it)", len(ends)+1)}
+		}
+		rec = append(rec, field...)
+		ends = append(ends, len(rec))
+		quoted = append(quoted, false)
 		if last {
+			t.rec, t.ends, t.quoted = rec, ends, quoted
 			return start, nil
 		}
 		pos += di + 1

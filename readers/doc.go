@@ -1,10 +1,11 @@
 // Package readers turns Parquet, CSV and Arrow IPC (file and stream) files into Arrow record batches.
 //
 // Work is split into units so that several files and units decode at once and a load can resume at
-// unit granularity: a Parquet row group, a run of an IPC file's record batches, a whole CSV or IPC
-// stream file. Reading a unit twice yields the same rows in the same order, so a resume can skip rows
-// it already delivered. Memory is bounded by bytes: batches are sized to WithBatchBytes, never by a
-// row count the file controls.
+// unit granularity: a Parquet row group, a run of an IPC file's record batches, a byte range of an
+// uncompressed CSV file, a whole compressed CSV file or IPC stream. Reading a unit twice yields the
+// same rows in the same order, on every Open of the same file, so a resume can skip rows it already
+// delivered. Memory is bounded by bytes: batches are sized to WithBatchBytes, never by a row count
+// the file controls.
 //
 // # Finding files
 //
@@ -39,17 +40,34 @@
 // know them. Decoding runs a batch at a time, in slices of about WithBatchBytes decoded, with
 // arrow-go's take and cast kernels.
 //
-// CSV is one unit per file, parsed by this package's RFC 4180 tokenizer into typed Arrow builders
-// (see CSVOptions for the dialect: delimiter, quote, escape, comments, header or names, null markers,
-// timestamp and date layouts, ragged rows, a BOM, CRLF, gzip and zstd). With WithTable, each column
-// is parsed by header name straight into the table's canonical type (DECIMAL text is validated and
-// normalised to the column's scale; ARRAY, MAP and STRUCT fields are JSON), and columns the table
-// lacks are text. Without a table, as for a table created from the file, types are inferred from
-// the first rows (InferRows): BIGINT, DOUBLE, BOOLEAN, DATE, TIMESTAMP (every value with a zone) or
-// TIMESTAMP_NTZ, else STRING, each the narrowest type every sampled value parses as, null texts and
-// empty fields aside; the rows then parse into those types as into a table's. A row that
-// does not parse is a *RowError naming the file, line and column, never the value; with
-// CSVOptions.OnBadRow such rows are handed to the caller (for a dead-letter file) and skipped.
+// CSV is parsed by this package's RFC 4180 tokenizer into typed Arrow builders (see CSVOptions for
+// the dialect: delimiter, quote, escape, comments, header or names, null markers, timestamp and date
+// layouts, ragged rows, a BOM, CRLF, gzip and zstd). With WithTable, each column is parsed by header
+// name straight into the table's canonical type (DECIMAL text is validated and normalised to the
+// column's scale; ARRAY, MAP and STRUCT fields are JSON), and columns the table lacks are text.
+// Without a table, as for a table created from the file, types are inferred from the first rows
+// (InferRows): BIGINT, DOUBLE, BOOLEAN, DATE, TIMESTAMP (every value with a zone) or TIMESTAMP_NTZ,
+// else STRING, each the narrowest type every sampled value parses as, null texts and empty fields
+// aside; the rows then parse into those types as into a table's. A row that does not parse is a
+// *RowError naming the file, line and column, never the value; with CSVOptions.OnBadRow such rows
+// are handed to the caller (for a dead-letter file) and skipped.
+//
+// An uncompressed CSV file is cut into units by byte range, so that one big file decodes on every
+// decoder: 16 units of equal nominal size, kept between 8 and 64 MiB (a file under 16 MiB is one
+// unit, a 160 MiB file 16 units of 10 MiB, a 10 GiB file 160 units of 64 MiB). The count depends on
+// the file's size alone, never on the decoders or the machine, so a resume maps a unit index to the
+// same rows. A unit starts at the first record boundary at or after its nominal start, that is a
+// line start outside any quoted field, by the tokenizer's own rules (quotes, escapes, comments,
+// blank lines, CRLF; the header stays in unit 0), so no record straddles two units, and the rows of
+// the units in order are the rows of the file, with the file's line numbers in errors and bad
+// rows. The boundary is found by the decoder of the unit before, which stops there, or, when that
+// has not got there yet, by a quote-aware scan of the text before it that builds no fields
+// (gigabytes a second); where both find it they must agree, or the unit fails. The scan cannot get
+// past a syntax error (the tokenizer stops at one, so nothing defines the records after it): units
+// after one fail with the same error. A unit whose start is far into the file (a resume of its last
+// units) hands fn an empty batch every 32 MiB scanned, so callers watching for progress see some.
+// Compressed CSV (gzip, zstd) and a dialect whose escape is a line end are one unit: a compressed
+// text cannot be entered in the middle.
 //
 // arrow-go's arrow/csv is not used: its errors quote row values, do not name the row, and it has no
 // escape character, ragged rows or per-row recovery, all of which loading real files needs.

@@ -216,8 +216,9 @@ type Source interface {
 	// encoded and view types replaced by their plain types at any depth, as the batches come.
 	Schema() *arrow.Schema
 	Units() []Unit
-	// ReadUnit calls fn with the unit's batches in order. fn must not keep a batch after it returns
-	// unless it retains it. An error names the file and unit.
+	// ReadUnit calls fn with the unit's batches in order; a batch may be empty (see the package
+	// doc on CSV). fn must not keep a batch after it returns unless it retains it. An error names
+	// the file and unit.
 	ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error
 	Close() error
 }
@@ -237,6 +238,7 @@ type config struct {
 	maxPage       int64
 	verifyCRC     bool
 	decodeHook    func(start bool) // tests: called as each column decode job starts and ends
+	csvUnitBytes  int64            // tests: the nominal size of a CSV unit instead of csvUnitStarts' policy
 }
 
 const defaultBatchBytes = 8 << 20
@@ -355,6 +357,10 @@ func (c *config) parquetParallel(cols int) int {
 
 // withDecodeHook is for tests that count the column decodes in flight.
 func withDecodeHook(fn func(start bool)) Option { return func(c *config) { c.decodeHook = fn } }
+
+// withCSVUnitBytes is for tests that cut CSV files into tiny units: n bytes a unit (nominally)
+// instead of the policy's (see csvUnitStarts); n < 1 keeps the policy.
+func withCSVUnitBytes(n int64) Option { return func(c *config) { c.csvUnitBytes = n } }
 
 // Open opens a file for reading. It reads only the metadata it needs to list units. Like ReadUnit it
 // returns as soon as ctx ends, even when the read is stuck (a stalled pipe or mount); the stuck open is
