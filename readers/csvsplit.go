@@ -41,7 +41,7 @@ import (
 // the same rows.
 const (
 	csvUnitsPerFile = 16
-	csvMinUnitBytes = 8 << 20
+	csvMinUnitBytes = 16 << 20
 	csvMaxUnitBytes = 64 << 20
 
 	csvScanWindow    = 256 << 10 // bytes the scan reads at a time

@@ -419,9 +419,10 @@ func TestCSVSplitPolicy(t *testing.T) {
 		size  int64
 		units int
 	}{
-		{"under twice the minimum unit", 16<<20 - 1, 1},
-		{"twice the minimum unit", 16 << 20, 2},
-		{"16 units of 10 MiB", 160 << 20, 16},
+		{"under twice the minimum unit", 32<<20 - 1, 1},
+		{"twice the minimum unit", 32 << 20, 2},
+		{"10 units of 16 MiB", 160 << 20, 10},
+		{"16 units of 64 MiB", 1 << 30, 16},
 		{"64 MiB units past 1 GiB", 2 << 30, 32},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

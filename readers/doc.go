@@ -53,8 +53,10 @@
 // are handed to the caller (for a dead-letter file) and skipped.
 //
 // An uncompressed CSV file is cut into units by byte range, so that one big file decodes on every
-// decoder: 16 units of equal nominal size, kept between 8 and 64 MiB (a file under 16 MiB is one
-// unit, a 160 MiB file 16 units of 10 MiB, a 10 GiB file 160 units of 64 MiB). The count depends on
+// decoder: up to 16 units of equal nominal size, kept between 16 and 64 MiB (a file under 32 MiB
+// is one unit, a 160 MiB file 10 units of 16 MiB, a 1 GiB file 16 of 64 MiB, a 10 GiB file 160 of
+// 64 MiB). Smaller files are left whole because loads of many files keep every decoder busy with
+// whole files, and a split costs a scan (below) of about half the text. The count depends on
 // the file's size alone, never on the decoders or the machine, so a resume maps a unit index to the
 // same rows. A unit starts at the first record boundary at or after its nominal start, that is a
 // line start outside any quoted field, by the tokenizer's own rules (quotes, escapes, comments,
