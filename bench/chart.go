@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/dustin/go-humanize"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -19,7 +20,7 @@ import (
 // and rivals are horizontal lines. It writes the same chart as SVG and PNG.
 func (rep *Report) chart(svgPath, pngPath string) error {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("loader bench: %s rows of %s, %.0f MB framed", groupDigits(rep.DatasetRows), rep.Format, float64(rep.DatasetBytes)/1e6)
+	p.Title.Text = fmt.Sprintf("loader bench: %s rows of %s, %.0f MB framed", humanize.Comma(rep.DatasetRows), rep.Format, float64(rep.DatasetBytes)/1e6)
 	p.X.Label.Text = "streams"
 	p.Y.Label.Text = "median MB/s (framed dataset / wall time), log scale"
 	p.X.Scale = plot.LogScale{}

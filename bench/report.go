@@ -7,10 +7,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/gocarina/gocsv"
 )
 
@@ -337,7 +337,7 @@ func writeFile(path string, b []byte) error {
 // WriteTable writes the results as an aligned text table, with the dataset and the summary's ratios.
 func (rep *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "dataset: %s rows in %d %s files (%.1f MB on disk); %.1f MB as the loader frames it\n",
-		groupDigits(rep.DatasetRows), rep.Files, rep.Format, float64(rep.SourceBytes)/1e6, float64(rep.DatasetBytes)/1e6)
+		humanize.Comma(rep.DatasetRows), rep.Files, rep.Format, float64(rep.SourceBytes)/1e6, float64(rep.DatasetBytes)/1e6)
 	fmt.Fprintf(w, "MB/s = %.1f MB (the framed dataset, MB = 10^6 bytes) / wall seconds, for every row, so MB/s ratios are time ratios\n",
 		float64(rep.DatasetBytes)/1e6)
 	fmt.Fprintf(w, "protocol %s, %d decoders, frames <= %s (compression %s), in flight <= %s, %d runs each\n",
@@ -365,7 +365,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 			rss = fmt.Sprintf("%.0f", float64(*r.PeakRSSBytes)/(1<<20))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t\n", r.Kind, th, streams, conns, r.Repeats,
-			r.MinMBs, r.MedianMBs, r.MaxMBs, groupDigits(int64(r.MedianRowsS)), cpu, rss)
+			r.MinMBs, r.MedianMBs, r.MaxMBs, humanize.Comma(int64(r.MedianRowsS)), cpu, rss)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -383,7 +383,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "throttled best vs rivals: ADBC %s, hand-written %s\n", f2(t.BestVsADBC), f2(t.BestVsHandwritten))
 	}
-	fmt.Fprintf(w, "rows written: %s\n", groupDigits(rep.RowsWritten))
+	fmt.Fprintf(w, "rows written: %s\n", humanize.Comma(rep.RowsWritten))
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
@@ -405,21 +405,3 @@ func f2(v *float64) string {
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }
-
-// groupDigits renders n with thousands separators: 1,234,567.
-func groupDigits(n int64) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}

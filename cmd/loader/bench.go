@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/loaderproject/loader/bench"
@@ -179,7 +180,7 @@ func (a *app) bench(cmd *cobra.Command, f benchFlags, paths []string) error {
 	}
 	cfg.Writing = func(w bench.Writes) {
 		fmt.Fprintf(a.stdout, "bench: this WRITES %s rows into %s at %s: %s rows x %d runs (configurations x repeats)\n",
-			groupDigits(w.Total), w.Table, w.Endpoint, groupDigits(w.Rows), w.Runs)
+			humanize.Comma(w.Total), w.Table, w.Endpoint, humanize.Comma(w.Rows), w.Runs)
 	}
 	rep, err := bench.Run(cmd.Context(), cfg)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 
@@ -177,7 +178,7 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 		return json.NewEncoder(a.stdout).Encode(s) // load.Summary's JSON is the --json contract
 	}
 	fmt.Fprintf(a.stdout, "loaded %s rows (%.1f MB) from %s into %s in %.1fs: %s rows/s, %.1f MB/s, %d streams, %d retries",
-		groupDigits(s.Rows), float64(s.Bytes)/1e6, plural(s.Files, "file"), s.Table, s.Seconds, groupDigits(int64(s.RowsPerSecond)),
+		humanize.Comma(s.Rows), float64(s.Bytes)/1e6, plural(s.Files, "file"), s.Table, s.Seconds, humanize.Comma(int64(s.RowsPerSecond)),
 		s.BytesPerSecond/1e6, s.Streams, s.Retries)
 	if s.SkippedUnits > 0 {
 		fmt.Fprintf(a.stdout, ", %d units already loaded", s.SkippedUnits)
@@ -185,14 +186,14 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 	fmt.Fprintln(a.stdout)
 	if s.RowsQuarantined > 0 || s.RowsRefused > 0 || len(s.FailedFiles) > 0 {
 		fmt.Fprintf(a.stdout, "rows read %s: %s loaded, %s quarantined, %s refused; %d files failed\n",
-			groupDigits(s.RowsRead), groupDigits(s.Rows), groupDigits(s.RowsQuarantined), groupDigits(s.RowsRefused), len(s.FailedFiles))
+			humanize.Comma(s.RowsRead), humanize.Comma(s.Rows), humanize.Comma(s.RowsQuarantined), humanize.Comma(s.RowsRefused), len(s.FailedFiles))
 	}
 	if s.QuarantineDir != "" {
 		fmt.Fprintf(a.stdout, "dead letters in %s\n", s.QuarantineDir)
 	}
 	switch {
 	case s.VerifiedRows != nil:
-		fmt.Fprintf(a.stdout, "verified: %s grew by %s rows\n", s.Table, groupDigits(*s.VerifiedRows))
+		fmt.Fprintf(a.stdout, "verified: %s grew by %s rows\n", s.Table, humanize.Comma(*s.VerifiedRows))
 	case s.NotVerified != "":
 		fmt.Fprintf(a.stdout, "not verified: %s\n", s.NotVerified)
 	}
@@ -266,5 +267,5 @@ func progressLine(p *load.Progress, now time.Time) string {
 		eta = left.Round(time.Second).String()
 	}
 	return fmt.Sprintf("rows %s  %.1f MB  %.1f MB/s  files %d/%d  ETA %s",
-		groupDigits(rows), float64(bytes)/1e6, rate/1e6, p.FilesDone.Load(), p.FilesTotal.Load(), eta)
+		humanize.Comma(rows), float64(bytes)/1e6, rate/1e6, p.FilesDone.Load(), p.FilesTotal.Load(), eta)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/loaderproject/loader/load"
@@ -65,7 +66,7 @@ func (a *app) printPlan(_ context.Context, r *load.PlanReport) error {
 		from = r.TableFrom
 	}
 	fmt.Fprintf(w, "table %s (columns from %s)\n  %s\n\n", r.Table, from, r.Columns)
-	rows := groupDigits(r.Rows)
+	rows := humanize.Comma(r.Rows)
 	if r.RowsUnknownFiles > 0 {
 		rows += fmt.Sprintf(" + the rows of %d files counted only when read", r.RowsUnknownFiles)
 	}
@@ -74,7 +75,7 @@ func (a *app) printPlan(_ context.Context, r *load.PlanReport) error {
 	for _, f := range r.Files {
 		frows := "?"
 		if f.Rows >= 0 {
-			frows = groupDigits(f.Rows)
+			frows = humanize.Comma(f.Rows)
 		}
 		state := fmt.Sprintf("schema %d", f.Schema+1)
 		if f.Error != "" {
