@@ -130,6 +130,7 @@ func TestCSVScanMatchesTokenizer(t *testing.T) {
 		"a,\"b\"\r\r\n\"c\"\r,d\n\"\"\"\n\"\n",
 		"x\n\"unterminated\n,\n",
 		"x\n'esc at the end\\",
+		"1,\"a\",x,\"b\nc\"\n2,d\n3,\"e\",\"f\ng\",h\n",
 	} {
 		checkScan(t, []byte(text))
 	}

@@ -187,6 +187,10 @@ var csvSplitCases = []struct {
 		content: "id,name\n1,\"a\nb\"\n2,\"c,\"\"d\"\"\ne\nf\"\n3,\"\n\"\n4,plain\n5,\"\"\n",
 	},
 	{
+		name:    "quoted fields after quoted fields, spanning lines",
+		content: "id,name,x\n1,\"a\",\"b\nc\"\n2,d,\"e\"\n3,\"f\",\"\n\"\n",
+	},
+	{
 		name:    "CRLF, also inside quotes",
 		content: "id,name\r\n1,\"a\r\nb\"\r\n2,x\r\n\r\n3,\"\r\n\r\n\"\r\n",
 	},
