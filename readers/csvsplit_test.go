@@ -525,16 +525,7 @@ func FuzzCSVSplit(f *testing.F) {
 			t.Fatal(err)
 		}
 		o := readers.CSVOptions{MaxRecordBytes: 64, InferRows: 2}
-		if flags&2 != 0 {
-			o.Delimiter, o.Quote, o.Escape = ';', '\'', '\\'
-		}
-		if flags&4 != 0 {
-			o.Comment = '#'
-			o.LazyQuotes = true
-		}
-		if flags&8 != 0 {
-			o.NoHeader, o.AllowRagged = true, true
-		}
+		fuzzDialect(&o, flags)
 		if flags&16 != 0 {
 			o.OnBadRow = func(readers.BadRow) error { return nil }
 		}

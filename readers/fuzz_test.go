@@ -35,16 +35,7 @@ func FuzzCSV(f *testing.F) {
 			t.Fatal(err)
 		}
 		o := readers.CSVOptions{MaxRecordBytes: 4096}
-		if flags&2 != 0 {
-			o.Delimiter, o.Quote, o.Escape = ';', '\'', '\\'
-		}
-		if flags&4 != 0 {
-			o.Comment = '#'
-			o.LazyQuotes = true
-		}
-		if flags&8 != 0 {
-			o.NoHeader, o.AllowRagged = true, true
-		}
+		fuzzDialect(&o, flags)
 		if flags&16 != 0 {
 			o.NullValues, o.StringNulls = []string{"", "NULL"}, true
 		}
@@ -165,4 +156,19 @@ func FuzzBinaryFormats(f *testing.F) {
 			t.Fatalf("error %v does not wrap ErrCorrupt", err)
 		}
 	})
+}
+
+// fuzzDialect applies the dialect bits the CSV fuzzers share: 2 a ';' delimiter with ' quotes and
+// \ escapes, 4 '#' comments and lazy quotes, 8 no header with ragged rows.
+func fuzzDialect(o *readers.CSVOptions, flags uint8) {
+	if flags&2 != 0 {
+		o.Delimiter, o.Quote, o.Escape = ';', '\'', '\\'
+	}
+	if flags&4 != 0 {
+		o.Comment = '#'
+		o.LazyQuotes = true
+	}
+	if flags&8 != 0 {
+		o.NoHeader, o.AllowRagged = true, true
+	}
 }
