@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"image/png"
 	"io"
 	"maps"
@@ -20,13 +21,22 @@ import (
 	"github.com/loaderproject/loader/bench"
 )
 
-// benchSummaryKeys are summary.json's keys, the contract scripts read.
-var benchSummaryKeys = []string{
-	"e2e_mb_s", "decode_ceiling_mb_s", "transport_ceiling_mb_s", "sink_ceiling_mb_s", "adbc_mb_s", "handwritten_mb_s",
-	"peak_rss_bytes", "e2e_vs_decode_ceiling", "e2e_vs_transport_ceiling", "e2e_vs_sink_ceiling", "e2e_vs_adbc",
-	"e2e_vs_handwritten", "cpu_s_per_gb", "adbc_cpu_s_per_gb", "handwritten_cpu_s_per_gb", "cpu_vs_adbc",
-	"best_streams", "best_connections", "dataset_bytes", "dataset_rows", "format", "max_inflight_bytes",
-	"rows_written", "throttled",
+// benchSummaryKeys are summary.json's keys, the contract, from the one list both packages' tests read.
+var benchSummaryKeys = contractKeys("../../bench/testdata/summary_keys.txt")
+
+// contractKeys reads a key list: one per line, # comments.
+func contractKeys(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		panic(fmt.Sprintf("the summary.json contract %s: %v", path, err))
+	}
+	var keys []string
+	for line := range strings.Lines(string(b)) {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			keys = append(keys, line)
+		}
+	}
+	return keys
 }
 
 // benchOutput is what `loader bench` wrote into its --out directory.
