@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
@@ -162,7 +161,7 @@ func validateBatch(rec arrow.RecordBatch) (err error) {
 		if int64(col.Len()) != rec.NumRows() {
 			return fmt.Errorf("column %q has %d values for %d rows", rec.Schema().Field(i).Name, col.Len(), rec.NumRows())
 		}
-		if err := array.ValidateFull(col); err != nil {
+		if err := validateColumn(col); err != nil {
 			return fmt.Errorf("column %q is inconsistent: %w", rec.Schema().Field(i).Name, err)
 		}
 	}
