@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"runtime"
 	"strconv"
 	"strings"
@@ -40,6 +42,10 @@ const (
 type Throttle struct {
 	Rate    int64 // bytes per second per DoPut; must be positive
 	Latency time.Duration
+	// Run is how long a throttled loader run lasts at least at its expected rate (min(streams ×
+	// Rate, the best unthrottled MB/s so far)): the run loads the dataset as many times as that
+	// takes (hard links of its files), at most 64. Default DefaultThrottleRun; negative means once.
+	Run time.Duration
 }
 
 // Limits on the sweep, so that a typo cannot start a run of days.
@@ -160,6 +166,11 @@ func (c *Config) applyDefaults() error {
 	}
 	if c.Throttle != nil && (c.Throttle.Rate <= 0 || c.Throttle.Latency < 0) {
 		return fmt.Errorf("bench: throttle rate %d B/s and latency %s, want a positive rate and a latency of 0 or more", c.Throttle.Rate, c.Throttle.Latency)
+	}
+	if c.Throttle != nil && c.Throttle.Run == 0 {
+		t := *c.Throttle // the caller's stays as it was
+		t.Run = DefaultThrottleRun
+		c.Throttle = &t
 	}
 	if c.Load.Table.Table == "" {
 		if c.Load.Endpoint != "" {
@@ -494,6 +505,11 @@ func (b *bencher) result(c config) *Result {
 
 // measure runs one repeat of a configuration, reporting the step first, and records its sample.
 func (b *bencher) measure(c config, run int, fn func() (rows, bytes int64, err error)) (Sample, error) {
+	return b.measureCopies(c, run, 1, fn)
+}
+
+// measureCopies is measure for a run that goes through the dataset `copies` times.
+func (b *bencher) measureCopies(c config, run, copies int, fn func() (rows, bytes int64, err error)) (Sample, error) {
 	kind, throttled, streams := c.kind, c.throttled, c.streams
 	conns := 0
 	if streams > 0 {
@@ -502,6 +518,7 @@ func (b *bencher) measure(c config, run int, fn func() (rows, bytes int64, err e
 	b.step++
 	b.cfg.Progress(Step{N: b.step, Total: b.total, Kind: kind, Throttled: throttled, Streams: streams, Connections: conns, Run: run, Runs: b.cfg.Repeat})
 	s, err := measure(fn)
+	s.Copies = copies
 	if err != nil {
 		desc := string(kind)
 		if streams > 0 {
@@ -557,19 +574,31 @@ func (b *bencher) decodeConfig() load.Config {
 	return cfg
 }
 
-// sweep runs the loader once over every stream and connection count.
+// sweep runs the loader once over every stream and connection count. A throttled run loads the
+// dataset as many times as it takes to last Throttle.Run (copiesFor).
 func (b *bencher) sweep(ctx context.Context, endpoint string, throttled bool, run int) error {
 	for _, c := range b.cfg.Connections {
 		for _, n := range b.cfg.Streams {
 			cf := config{kind: KindLoader, throttled: throttled, streams: n, asked: c}
+			lc := b.cfg.Load
+			lc.Sources = b.sources
+			k := 1
+			if throttled {
+				var err error
+				if k, lc.Sources, err = b.throttledSources(n); err != nil {
+					return err
+				}
+				if k > 1 {
+					lc.Include, lc.Exclude = nil, nil // the copies hold the filtered files only
+				}
+			}
 			md, err := os.MkdirTemp(b.work, "manifests-")
 			if err != nil {
 				return err
 			}
-			lc := b.cfg.Load
-			lc.Sources, lc.Endpoint, lc.Streams, lc.Connections = b.sources, endpoint, n, cf.connections()
+			lc.Endpoint, lc.Streams, lc.Connections = endpoint, n, cf.connections()
 			lc.Force, lc.ManifestDir, lc.Progress = true, md, &load.Progress{}
-			s, err := b.measure(cf, run, func() (int64, int64, error) {
+			s, err := b.measureCopies(cf, run, k, func() (int64, int64, error) {
 				defer b.tuneGC(lc)()
 				sum, err := load.Run(ctx, lc)
 				if sum == nil {
@@ -581,8 +610,8 @@ func (b *bencher) sweep(ctx context.Context, endpoint string, throttled bool, ru
 			if err != nil {
 				return err
 			}
-			if s.Rows != b.rep.DatasetRows {
-				return fmt.Errorf("bench: loader streams=%d run %d loaded %d rows; the dataset has %d", n, run, s.Rows, b.rep.DatasetRows)
+			if want := int64(k) * b.rep.DatasetRows; s.Rows != want && b.rep.DatasetRows > 0 {
+				return fmt.Errorf("bench: loader streams=%d run %d loaded %d rows; the dataset has %d (loaded %d times)", n, run, s.Rows, b.rep.DatasetRows, k)
 			}
 			if b.rep.DatasetBytes == 0 {
 				b.rep.DatasetBytes = s.Bytes // the dataset as the loader frames it: every MB/s's numerator
@@ -590,6 +619,40 @@ func (b *bencher) sweep(ctx context.Context, endpoint string, throttled bool, ru
 		}
 	}
 	return nil
+}
+
+// throttledSources returns how many times a throttled run at the given stream count loads the
+// dataset, and the sources that do so.
+func (b *bencher) throttledSources(streams int) (int, []string, error) {
+	t := b.cfg.Throttle
+	expected := float64(streams) * float64(t.Rate)
+	if best := b.rep.best(false); best != nil {
+		expected = min(expected, best.stats(b.rep.DatasetBytes).mbs.median*1e6)
+	}
+	k := copiesFor(t.Run.Seconds(), expected, b.rep.DatasetBytes)
+	if k == 1 {
+		return 1, b.sources, nil
+	}
+	for _, f := range b.files {
+		if _, err := os.Stat(f.Path); err != nil {
+			b.noteOnce("throttled runs load the dataset once: %s is not a local file to link", f.Path)
+			return 1, b.sources, nil
+		}
+	}
+	srcs, err := copies(filepath.Join(b.work, "throttled-copies"), b.files, k)
+	if err != nil {
+		return 0, nil, err
+	}
+	b.noteOnce("throttled loader runs load the dataset several times (hard links of its files) so that each lasts at least %s at its expected rate", t.Run)
+	return k, srcs, nil
+}
+
+// noteOnce adds a note unless it is there already.
+func (b *bencher) noteOnce(format string, args ...any) {
+	n := fmt.Sprintf(format, args...)
+	if !slices.Contains(b.rep.Notes, n) {
+		b.rep.Notes = append(b.rep.Notes, n)
+	}
 }
 
 // rivalBatchRows sizes the rivals' batches like the loader's frames: MaxFrameBytes of framed data.

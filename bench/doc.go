@@ -34,7 +34,9 @@
 //   - throttled (Config.Throttle): the stream sweep and both rivals again, against a sink that
 //     limits every DoPut to Throttle.Rate bytes per second and holds every acknowledgement
 //     Throttle.Latency, like a remote service. A throttled loader at N streams is compared with
-//     min(N × rate, the unthrottled e2e figure).
+//     min(N × rate, the unthrottled e2e figure). Each throttled loader run loads the dataset as
+//     many times as it takes to last Throttle.Run at that expected rate (hard links of its files),
+//     so that the streams' start and the slowest stream's end weigh as little as in a long load.
 //
 // The rivals batch their reads like the loader's frames (MaxFrameBytes of framed data per batch)
 // and read Parquet and Arrow IPC; CSV datasets skip them with a note (arrow-go's csv.Reader reads

@@ -13,7 +13,13 @@ type Sample struct {
 	PeakRSS    int64   // peak resident set of this process during the run, in bytes; -1 when unknown
 	Rows       int64   // rows the run read or sent
 	Bytes      int64   // bytes the run sent (frame bytes acknowledged), 0 when it does not say
+	// Copies is how many times the run went through the dataset (throttled runs, see
+	// Throttle.Run); 0 means once.
+	Copies int
 }
+
+// times is how many times the run went through the dataset.
+func (s Sample) times() float64 { return float64(max(s.Copies, 1)) }
 
 // measure runs fn and times it: wall clock, the process's CPU time (getrusage RUSAGE_SELF, user +
 // system, so every goroutine of this process and nothing of the sink subprocesses), and its peak

@@ -57,16 +57,17 @@ type stats struct {
 }
 
 // stats computes a result's figures. Every MB/s is datasetBytes / 1e6 / wall seconds, whatever the
-// kind, so two MB/s figures compare as the inverse of their times.
+// kind, so two MB/s figures compare as the inverse of their times (times the copies of the dataset
+// a throttled run loaded, see Throttle.Run).
 func (r *Result) stats(datasetBytes int64) stats {
 	var mbs, rows, secs, cpu []float64
 	st := stats{peakRSS: -1, cpuPerGB: math.NaN()}
 	for _, s := range r.Samples {
 		secs = append(secs, s.Seconds)
-		mbs = append(mbs, float64(datasetBytes)/1e6/s.Seconds)
+		mbs = append(mbs, s.times()*float64(datasetBytes)/1e6/s.Seconds)
 		rows = append(rows, float64(s.Rows)/s.Seconds)
 		if s.CPUSeconds >= 0 && datasetBytes > 0 {
-			cpu = append(cpu, s.CPUSeconds/(float64(datasetBytes)/1e9))
+			cpu = append(cpu, s.CPUSeconds/(s.times()*float64(datasetBytes)/1e9))
 		}
 		st.peakRSS = max(st.peakRSS, s.PeakRSS)
 	}
@@ -182,6 +183,9 @@ type ThrottledResult struct {
 	MBs         *float64 `json:"mb_s"`
 	ExpectedMBs *float64 `json:"expected_mb_s"`
 	Ratio       *float64 `json:"ratio"`
+	// DatasetCopies is how many times the runs at this stream count loaded the dataset (the most of
+	// any run; see Throttle.Run).
+	DatasetCopies int `json:"dataset_copies"`
 }
 
 // Summary computes summary.json.
@@ -243,7 +247,11 @@ func (rep *Report) throttledSummary(t *Throttle, e2e *float64) *ThrottledSummary
 			expected = min(expected, *e2e)
 		}
 		exp := num(expected)
-		ts.Results = append(ts.Results, ThrottledResult{Streams: n, MBs: mbs, ExpectedMBs: exp, Ratio: ratio(mbs, exp)})
+		copies := 1
+		for _, smp := range r.Samples {
+			copies = max(copies, smp.Copies)
+		}
+		ts.Results = append(ts.Results, ThrottledResult{Streams: n, MBs: mbs, ExpectedMBs: exp, Ratio: ratio(mbs, exp), DatasetCopies: copies})
 	}
 	if best := rep.best(true); best != nil {
 		ts.BestMBs, ts.BestStreams = num(best.stats(rep.DatasetBytes).mbs.median), &best.Streams

@@ -258,3 +258,31 @@ func checkSVG(t *testing.T, b []byte) {
 		}
 	}
 }
+
+// TestStatsCountCopies: a run that loaded the dataset k times moved k times its bytes.
+func TestStatsCountCopies(t *testing.T) {
+	r := &Result{Kind: KindLoader, Throttled: true, Streams: 4, Samples: []Sample{{Seconds: 2, CPUSeconds: 1, Rows: 3000, Copies: 3}}}
+	st := r.stats(100e6)
+	if st.mbs.median != 150 || st.cpuPerGB != 1/0.3 {
+		t.Errorf("stats of 3 copies of 100 MB in 2 s, 1 CPU s = %v MB/s, %v CPU s/GB; want 150 and %v", st.mbs.median, st.cpuPerGB, 1/0.3)
+	}
+}
+
+func TestCopiesFor(t *testing.T) {
+	for _, c := range []struct {
+		run, rate float64
+		bytes     int64
+		want      int
+	}{
+		{8, 25e6, 200e6, 1},
+		{8, 200e6, 200e6, 8},
+		{8, 201e6, 200e6, 9},
+		{8, 1e9, 1e6, maxCopies},
+		{0, 1e9, 1e6, 1},
+		{8, 1e9, 0, 1},
+	} {
+		if got := copiesFor(c.run, c.rate, c.bytes); got != c.want {
+			t.Errorf("copiesFor(%v, %v, %v) = %d; want %d", c.run, c.rate, c.bytes, got, c.want)
+		}
+	}
+}

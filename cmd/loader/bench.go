@@ -31,6 +31,7 @@ type benchFlags struct {
 	connections      intList
 	repeat           int
 	throttle         throttleFlag
+	throttleRun      time.Duration
 	out              string
 	decoders         int
 	maxFrameBytes    byteSize
@@ -73,7 +74,10 @@ Measured, each --repeat times (min, median and max):
   handwritten        a plain arrow-go loop: each file into one flight.Writer on a Flight DoPut (PATH
                      descriptor), batches cast to the table's types with arrow-go's compute
 With --throttle RATE,LATENCY (e.g. 25MB,150ms) the stream sweep and the rivals run again against a
-sink that limits every DoPut to RATE bytes/s and holds every acknowledgement LATENCY.
+sink that limits every DoPut to RATE bytes/s and holds every acknowledgement LATENCY. A throttled
+loader run loads the dataset as many times as it takes (hard links of its files, at most 64) to last
+at least --throttle-run at the rate it is expected to reach, min(streams x RATE, the best unthrottled
+MB/s): the streams' start and the last stream's end then weigh as little as in a long backfill.
 
 MB/s is always the same number of bytes, the dataset as the loader frames it (the bytes of a loader
 run's summary; MB = 10^6 bytes), over the run's wall time, so ratios of MB/s are ratios of times.
@@ -105,6 +109,7 @@ a progress line per run to stderr.`,
 	fl.Var(&f.connections, "connections", "connection counts to sweep, comma-separated (default: the load's, one per stream up to 8)")
 	fl.IntVar(&f.repeat, "repeat", bench.DefaultRepeat, fmt.Sprintf("runs of each configuration (1 to %d)", bench.MaxRepeat))
 	fl.Var(&f.throttle, "throttle", "also run the stream sweep and the rivals against a sink that limits each DoPut to RATE bytes/s and delays every ack by LATENCY, e.g. 25MB,150ms")
+	fl.DurationVar(&f.throttleRun, "throttle-run", bench.DefaultThrottleRun, "with --throttle, the least time a throttled loader run lasts at its expected rate (it loads the dataset several times); 0 loads it once")
 	fl.StringVar(&f.out, "out", "bench-results", "directory for results.csv, summary.json, throughput.svg and throughput.png")
 	fl.IntVar(&f.decoders, "decoders", 0, "units decoded at once (default: the number of CPUs)")
 	fl.Var(&f.maxFrameBytes, "max-frame-bytes", "largest encoded frame (FlightData) sent")
@@ -165,7 +170,11 @@ func (a *app) bench(cmd *cobra.Command, f benchFlags, paths []string) error {
 		}
 	}
 	if f.throttle.set {
-		cfg.Throttle = &bench.Throttle{Rate: int64(f.throttle.rate), Latency: f.throttle.latency}
+		run := f.throttleRun
+		if run <= 0 {
+			run = -1 // once
+		}
+		cfg.Throttle = &bench.Throttle{Rate: int64(f.throttle.rate), Latency: f.throttle.latency, Run: run}
 	}
 	if f.keepData {
 		cfg.DataDir = filepath.Join(f.out, "data")

@@ -159,7 +159,8 @@ func TestBenchLocalSinks(t *testing.T) {
 	args := []string{"bench", "--rows", "20000", "--files", "2", "--streams", "1,2", "--repeat", "1", "--out", out}
 	throttled := serveSupports(t, "--stream-rate-limit")
 	if throttled {
-		args = append(args, "--throttle", "40MB,20ms")
+		// --throttle-run makes each throttled loader run load the dataset a few times (hard links).
+		args = append(args, "--throttle", "40MB,20ms", "--throttle-run", "250ms")
 	} else {
 		t.Log("loader serve has no --stream-rate-limit yet: the throttled sweep is not tested")
 	}
@@ -182,10 +183,26 @@ func TestBenchLocalSinks(t *testing.T) {
 	if o.number(t, "dataset_rows") != 20000 || string(o.summary["format"]) != `"parquet"` {
 		t.Errorf("summary.json dataset_rows %s, format %s; want 20000 parquet", o.summary["dataset_rows"], o.summary["format"])
 	}
-	// Each run sends the dataset once: 2 loader runs, 2 rivals, 2 ceilings, and the throttled 4.
+	// Each run sends the dataset once (2 loader runs, 2 rivals, 2 ceilings, and the 2 throttled
+	// rivals), but a throttled loader run as many times as its dataset_copies say.
 	runs := 6.0
+	var th struct {
+		Results []struct {
+			Streams       int `json:"streams"`
+			DatasetCopies int `json:"dataset_copies"`
+		} `json:"results"`
+	}
 	if throttled {
-		runs += 4
+		runs += 2
+		if err := json.Unmarshal(o.summary["throttled"], &th); err != nil {
+			t.Fatalf("summary.json throttled = %s: %v", o.summary["throttled"], err)
+		}
+		for _, r := range th.Results {
+			runs += float64(r.DatasetCopies)
+		}
+		if len(th.Results) != 2 || th.Results[0].DatasetCopies < 2 {
+			t.Errorf("throttled results = %+v; want 2 stream counts, the first loading the dataset at least twice", th.Results)
+		}
 	}
 	if got := o.number(t, "rows_written"); got != 20000*runs {
 		t.Errorf("rows_written = %v; want %v", got, 20000*runs)
