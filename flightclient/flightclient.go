@@ -79,6 +79,9 @@ func newClient(dialect Dialect, opts []Option) (*Client, error) {
 	return &Client{dialect: dialect, proto: protocolFor(dialect, cfg.createTable), tables: tablesFor(dialect), cfg: cfg}, nil
 }
 
+// writeBufferBytes is the gRPC write buffer of each connection.
+const writeBufferBytes = 1 << 20
+
 // New parses endpoint (grpc://host:port plaintext; grpc+tls://host:port or https://host[:port] with
 // TLS, port 443 by default) and prepares the connection pool. It does no I/O.
 //
@@ -105,6 +108,9 @@ func New(endpoint string, dialect Dialect, opts ...Option) (*Client, error) {
 	dialOpts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent(cfg.userAgent),
+		// Frames are megabytes: a 1 MiB write buffer takes up to 32 times fewer writes to the socket
+		// than gRPC's 32 KiB. One buffer per connection.
+		grpc.WithWriteBufferSize(writeBufferBytes),
 		grpc.WithDefaultCallOptions(
 			grpc.MaxCallSendMsgSize(cfg.sendLimit()),
 			grpc.MaxCallRecvMsgSize(cfg.recvLimit()),
