@@ -14,6 +14,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/loaderproject/loader/internal/bufpool"
+	"github.com/loaderproject/loader/internal/gctune"
+	"github.com/loaderproject/loader/load"
 	"github.com/loaderproject/loader/readers"
 	"github.com/loaderproject/loader/tableschema"
 )
@@ -61,7 +64,8 @@ const csvBenchTable = "id BIGINT, name STRING, price DECIMAL(12,2), ts TIMESTAMP
 // read by an errgroup limited to the decoder count. Compare decoders=2 with decoders=1 for the
 // scaling of one big file (split into units) and of many files (20 MiB each, whole). Bytes are the
 // text's size; cpus is the CPU time the process used per second: on a shared machine, compare
-// pairs of runs in which decoders=2 got close to 2.
+// pairs of runs in which decoders=2 got close to 2. Each runs with loader load's GC settings and
+// buffer pool.
 func BenchmarkCSVDecoders(b *testing.B) {
 	table, err := tableschema.ParseColumns(csvBenchTable)
 	if err != nil {
@@ -85,7 +89,11 @@ func BenchmarkCSVDecoders(b *testing.B) {
 	}{{"files=1", one}, {"files=8", eight}} {
 		for _, decoders := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/decoders=%d", shape.name, decoders), func(b *testing.B) {
-				benchDecoders(b, shape.paths, decoders, readers.WithTable(table))
+				// As loader load runs: its GC settings (unless GOGC or GOMEMLIMIT is set) and a pool
+				// of buffers that each batch's released buffers return to.
+				restore, _ := gctune.ForLoad(load.DefaultMaxInflightBytes, decoders, os.LookupEnv)
+				defer restore()
+				benchDecoders(b, shape.paths, decoders, readers.WithTable(table), readers.WithAllocator(bufpool.New()))
 			})
 		}
 	}
