@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -88,7 +89,7 @@ func newConv(mem memory.Allocator, b array.Builder, dec *tableschema.Type, o *co
 		if dec != nil {
 			return &decConv{convBase: base, b: bb.BinaryBuilder, prec: dec.Precision, scale: dec.Scale}
 		}
-		return &textConv{convBase: base, b: bb.BinaryBuilder}
+		return &textConv{convBase: base, b: bb.BinaryBuilder, utf8: true}
 	case *array.BinaryBuilder: // large_binary: the field's bytes as they are
 		return &textConv{convBase: base, b: bb}
 	}
@@ -193,14 +194,21 @@ func (c *floatConv[T]) commit() {
 
 type textConv struct {
 	convBase
-	b *array.BinaryBuilder
-	v []byte
+	b    *array.BinaryBuilder
+	v    []byte
+	utf8 bool // a STRING column: its values must be UTF-8 (a BINARY column takes any bytes)
 }
+
+// errNotUTF8 is the reason of a STRING field whose bytes are not UTF-8.
+const errNotUTF8 = "not valid UTF-8 text (a STRING column holds UTF-8; a BINARY column would keep the bytes as they are)"
 
 func (c *textConv) null() { c.b.AppendNull() }
 func (c *textConv) parse(b []byte, quoted bool) string {
 	c.isNull = (!quoted || c.o.stringNulls) && c.o.isNull(b)
 	c.v = b
+	if c.utf8 && !c.isNull && !utf8.Valid(b) {
+		return errNotUTF8
+	}
 	return ""
 }
 func (c *textConv) commit() {

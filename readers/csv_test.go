@@ -539,3 +539,49 @@ func TestCSVInferenceSample(t *testing.T) {
 		t.Errorf("read with the whole file sampled = %s, %d rows, %v; want n as text, 51 rows", schemaString(schema), len(rows), err)
 	}
 }
+
+// TestCSVInvalidUTF8: a STRING field whose bytes are not UTF-8 is a bad row naming the file, the
+// line and the column (it must not reach the target, which would refuse the whole frame without
+// saying where); a BINARY column takes the same bytes as they are.
+func TestCSVInvalidUTF8(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	path := filepath.Join(t.TempDir(), "latin1.csv")
+	os.WriteFile(path, []byte("id,name\n1,plain\n2,caf\xe9\n3,\"na\xefve, quoted\"\n4,日本\n"), 0o644)
+	read := func(columns string, onBad func(readers.BadRow) error) ([]string, error) {
+		table, err := tableschema.ParseColumns(columns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src, err := readers.Open(context.Background(), readers.File{Path: path}, readers.WithAllocator(mem), readers.WithTable(table),
+			readers.WithCSV(readers.CSVOptions{OnBadRow: onBad}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		var rows []string
+		err = src.ReadUnit(context.Background(), 0, func(rec arrow.RecordBatch) error {
+			rows = append(rows, rowsOf(rec)...)
+			return nil
+		})
+		return rows, err
+	}
+
+	_, err := read("id BIGINT, name STRING", nil)
+	var re *readers.RowError
+	if !errors.As(err, &re) || re.File != path || re.Line != 3 || re.Column != "name" || !strings.Contains(re.Reason, "UTF-8") {
+		t.Fatalf("STRING column with Latin-1 bytes: err = %v; want a RowError of %s line 3 column name saying UTF-8", err, path)
+	}
+	var bad []readers.BadRow
+	rows, err := read("id BIGINT, name STRING", func(b readers.BadRow) error { bad = append(bad, b); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rows, ","); got != "1|plain,4|日本" || len(bad) != 2 || bad[0].Line != 3 || bad[1].Line != 4 || bad[1].Column != "name" {
+		t.Errorf("with OnBadRow: rows %s, bad rows %+v; want 1|plain,4|日本 and lines 3 and 4 of column name", got, bad)
+	}
+	rows, err = read("id BIGINT, name BINARY", nil)
+	if err != nil || len(rows) != 4 {
+		t.Errorf("BINARY column: rows %q, err %v; want all 4 rows", rows, err)
+	}
+}
