@@ -184,7 +184,7 @@ func TestSummaryKeysAreAlwaysThereAndNullWhenSkipped(t *testing.T) {
 	if err := json.Unmarshal(th["results"], &results); err != nil || len(results) == 0 {
 		t.Fatalf("throttled.results = %s, %v", th["results"], err)
 	}
-	checkKeys(t, "throttled.results[0]", results[0], []string{"streams", "mb_s", "expected_mb_s", "ratio"})
+	checkKeys(t, "throttled.results[0]", results[0], []string{"streams", "mb_s", "expected_mb_s", "ratio", "dataset_copies"})
 }
 
 func TestWriteFiles(t *testing.T) {

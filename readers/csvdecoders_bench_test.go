@@ -16,7 +16,6 @@ import (
 
 	"github.com/loaderproject/loader/internal/bufpool"
 	"github.com/loaderproject/loader/internal/gctune"
-	"github.com/loaderproject/loader/load"
 	"github.com/loaderproject/loader/readers"
 	"github.com/loaderproject/loader/tableschema"
 )
@@ -91,7 +90,7 @@ func BenchmarkCSVDecoders(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/decoders=%d", shape.name, decoders), func(b *testing.B) {
 				// As loader load runs: its GC settings (unless GOGC or GOMEMLIMIT is set) and a pool
 				// of buffers that each batch's released buffers return to.
-				restore, _ := gctune.ForLoad(load.DefaultMaxInflightBytes, decoders, os.LookupEnv)
+				restore, _ := gctune.ForLoad(loadInflightBytes, decoders, os.LookupEnv)
 				defer restore()
 				benchDecoders(b, shape.paths, decoders, readers.WithTable(table), readers.WithAllocator(bufpool.New()))
 			})
@@ -151,3 +150,7 @@ func cpuTime(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// loadInflightBytes is loader load's default in-flight budget (load.DefaultMaxInflightBytes), which
+// readers may not import.
+const loadInflightBytes = 256 << 20
