@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -37,6 +38,7 @@ type loadFlags struct {
 	commitInterval   time.Duration
 	progressEvery    time.Duration
 	quiet            bool
+	verify           verifyFlags
 }
 
 func (a *app) loadCommand() *cobra.Command {
@@ -104,6 +106,7 @@ and failed_files (a list, present when files failed). bytes are Arrow IPC bytes 
 	fl.DurationVar(&f.commitInterval, "commit-interval", 0, "embedded sink: how often acknowledged rows are committed (default 1s)")
 	fl.DurationVar(&f.progressEvery, "progress-interval", 10*time.Second, "how often to print a progress line when stderr is not a terminal")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
+	f.verify.register(fl)
 	return cmd
 }
 
@@ -143,6 +146,16 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 	if f.limit > 0 {
 		decoders = 1 // as load.Config does
 	}
+	counter, err := f.verify.counter(f.target.remote)
+	if err != nil {
+		return err
+	}
+	var before int64
+	if counter != nil {
+		if before, err = counter.Count(ctx, cfg.Table); err != nil {
+			return withHint(fmt.Errorf("count %s through the SQL warehouse before loading: %w", cfg.Table, err))
+		}
+	}
 	restoreGC, _ := gctune.ForLoad(int64(f.maxInflightBytes), decoders, os.LookupEnv)
 	defer restoreGC()
 	stopProgress := func() {}
@@ -151,6 +164,11 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 	}
 	sum, err := load.Run(ctx, cfg)
 	stopProgress()
+	if counter != nil && sum != nil && (err == nil || errors.Is(err, load.ErrPartial)) {
+		if verr := verifyAfterLoad(ctx, counter, &cfg, before, sum, f.verify.verifyTimeout); verr != nil {
+			err = errors.Join(err, verr)
+		}
+	}
 	// The human summary is for loads that sent something, or got as far as verifying; a load that
 	// failed before (a missing table, a bad file) is told by its error alone. --json always prints.
 	if sum != nil && (f.asJSON || err == nil || sum.Seconds > 0) {
@@ -197,6 +215,12 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 		fmt.Fprintf(a.stdout, "verified: %s grew by %s rows\n", s.Table, humanize.Comma(*s.VerifiedRows))
 	case s.NotVerified != "":
 		fmt.Fprintf(a.stdout, "not verified: %s\n", s.NotVerified)
+	}
+	if s.VisibleAfterSeconds != nil {
+		fmt.Fprintf(a.stdout, "visible to queries %.1fs after the last acknowledgement\n", *s.VisibleAfterSeconds)
+	}
+	if s.VerifyWarning != "" {
+		fmt.Fprintf(a.stderr, "warning: %s\n", s.VerifyWarning)
 	}
 	return nil
 }
