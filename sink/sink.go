@@ -70,7 +70,7 @@ type config struct {
 	faults         Faults
 	mem            memory.Allocator
 	segmentBytes   int64
-	streamRate     int64 // bytes per second per DoPut; 0: unlimited
+	streamRate     int64       // bytes per second per DoPut; 0: unlimited
 	oauth          *OAuth      // WithOAuth
 	tls            *tls.Config // WithTLS
 }
