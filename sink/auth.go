@@ -59,6 +59,9 @@ func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Str
 	if err := s.authorize(ss.Context()); err != nil {
 		return err
 	}
+	if err := s.standIn(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
 	defer s.recoverPanic(info.FullMethod, &err)
 	return handler(srv, ss)
 }

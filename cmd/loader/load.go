@@ -193,6 +193,9 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 			fmt.Fprintf(a.stderr, "  hint: %s\n", h)
 		}
 	}
+	if s.VerifyWarning != "" {
+		fmt.Fprintf(a.stderr, "warning: %s\n", s.VerifyWarning)
+	}
 	if asJSON {
 		return json.NewEncoder(a.stdout).Encode(s) // load.Summary's JSON is the --json contract
 	}
@@ -219,9 +222,7 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 	if s.VisibleAfterSeconds != nil {
 		fmt.Fprintf(a.stdout, "visible to queries %.1fs after the last acknowledgement\n", *s.VisibleAfterSeconds)
 	}
-	if s.VerifyWarning != "" {
-		fmt.Fprintf(a.stderr, "warning: %s\n", s.VerifyWarning)
-	}
+
 	return nil
 }
 

@@ -73,10 +73,14 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no hijack", http.StatusInternalServerError)
 		return
 	}
-	w.WriteHeader(http.StatusOK)
 	down, buf, err := hj.Hijack()
 	if err != nil {
 		up.Close()
+		return
+	}
+	if _, err := down.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+		up.Close()
+		down.Close()
 		return
 	}
 	p.mu.Lock()
