@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -284,6 +285,10 @@ func (e *TokenError) Retryable() bool {
 		var ua x509.UnknownAuthorityError
 		var hn x509.HostnameError
 		var ci x509.CertificateInvalidError
+		var dns *net.DNSError
+		if errors.As(e.Err, &dns) && dns.IsNotFound {
+			return false // a host that does not exist will not appear
+		}
 		return e.Err != nil && !errors.As(e.Err, &cv) && !errors.As(e.Err, &ua) && !errors.As(e.Err, &hn) && !errors.As(e.Err, &ci)
 	}
 	return e.StatusCode >= 500 || e.StatusCode == http.StatusTooManyRequests

@@ -235,7 +235,8 @@ func (s *Server) tokenEndpoint(w http.ResponseWriter, r *http.Request) {
 	ttl := (o.cfg.TokenTTL + time.Second - 1).Truncate(time.Second)
 	now := time.Now()
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{Tables: tables, RegisteredClaims: jwt.RegisteredClaims{
-		Subject: o.cfg.ClientID, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+		// Whole seconds on the wire: round the expiry up, so a token lives at least ttl.
+		Subject: o.cfg.ClientID, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl + time.Second - 1).Truncate(time.Second)),
 	}}).SignedString(o.key)
 	if err != nil {
 		oauthError(w, http.StatusInternalServerError, "server_error", err.Error())

@@ -126,12 +126,13 @@ func (w *workspace) sqlCount(t *testing.T) int64 {
 // TestDatabricksOAuthTLS loads through OAuth and TLS with tokens that expire during the load, and
 // checks each way a login fails.
 func TestDatabricksOAuthTLS(t *testing.T) {
-	// Tokens live 1 s; each DoPut is rotated after 4 frames and every ack is held 300 ms, so each of
-	// the 2 streams opens at least 5 DoPuts in sequence, which lasts longer than a token.
-	w := startWorkspace(t, "--token-ttl", "1s", "--fault-rotate-after", "4", "--fault-ack-delay", "300ms")
+	// Tokens live 2 s and are refreshed after half of it. Each DoPut reads at most 1 MB/s and is
+	// asked to rotate after 4 frames, so the ~6.6 MB load over 2 streams lasts over 3 s, with new
+	// DoPuts opening all along: the later ones need a new token.
+	w := startWorkspace(t, "--token-ttl", "2s", "--fault-rotate-after", "4", "--stream-rate-limit", "1MB/s")
 
 	t.Run("refreshes during the load and verifies through SQL", func(t *testing.T) {
-		r := w.mustLoad(t, w.env(t, w.creds(spSecret)...), "--ca-cert", w.certs.CA, "--streams", "2", "--max-frame-bytes", "256KiB",
+		r := w.mustLoad(t, w.env(t, w.creds(spSecret)...), "--ca-cert", w.certs.CA, "--streams", "2", "--max-frame-bytes", "64KiB",
 			"--log-level", "debug", "--sql-warehouse", "wh1")
 		sum := parseSummary(t, r.stdout)
 		if sum.Rows != w.rows || sum.VerifiedRows == nil || *sum.VerifiedRows != w.rows {
@@ -143,8 +144,9 @@ func TestDatabricksOAuthTLS(t *testing.T) {
 		if mints := strings.Count(r.stderr, `msg="minted an OAuth token" for=main.default.events`); mints < 2 {
 			t.Errorf("%d tokens minted for the table during a load longer than a token's life; want at least 2\n%s", mints, r.stderr)
 		}
-		if !strings.Contains(r.stderr, "expires=") || strings.Contains(r.stderr, "level=WARN") || strings.Contains(r.stderr, "level=ERROR") {
-			t.Errorf("want debug lines saying when tokens expire, and no warning or error:\n%s", r.stderr)
+		if !strings.Contains(r.stderr, "expires=") || strings.Contains(r.stderr, "level=WARN") || strings.Contains(r.stderr, "level=ERROR") ||
+			strings.Contains(r.stderr, "refused the token") {
+			t.Errorf("want debug lines saying when tokens expire, no warning or error, and no token refused:\n%s", r.stderr)
 		}
 		if n := w.sqlCount(t); n != w.rows {
 			t.Errorf("the SQL API counts %d rows; want %d", n, w.rows)
