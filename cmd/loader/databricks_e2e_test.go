@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
 	"github.com/loaderproject/loader/databricks"
 	"github.com/loaderproject/loader/internal/proxytest"
 	"github.com/loaderproject/loader/internal/testcert"
@@ -285,5 +288,128 @@ func TestDatabricksVerifySlowCommit(t *testing.T) {
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(r.stdout), &raw); err != nil || raw["verify_warning"] == nil {
 		t.Errorf("--json lacks verify_warning: %s", r.stdout)
+	}
+}
+
+// TestDoctor: every check passes against the stand-in workspace, and each failure gives its fix.
+func TestDoctor(t *testing.T) {
+	w := startWorkspace(t)
+	like := filepath.Join(w.data, "part-0.parquet")
+	doctor := func(env []string, args ...string) result {
+		return runEnv(t, env, append([]string{"doctor", "--table", tableName}, args...)...)
+	}
+	good := w.env(t, w.creds(spSecret)...)
+
+	r := doctor(good, "--ca-cert", w.certs.CA, "--like", like, "--sql-warehouse", "wh1")
+	if r.code != 0 || strings.Count(r.stdout, "\nok ")+boolInt(strings.HasPrefix(r.stdout, "ok ")) != 5 {
+		t.Errorf("all checks: exit %d; want 0 and five ok lines:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, tc := range []struct {
+		name     string
+		env      []string
+		args     []string
+		failLine string // the failing check's line starts with this
+		fix      string
+	}{
+		{"no CA", good, []string{"--like", like}, "FAIL  1.", "--ca-cert"},
+		{"wrong secret", w.env(t, w.creds("wrong")...), []string{"--ca-cert", w.certs.CA, "--like", like}, "FAIL  3.", "DATABRICKS_CLIENT_SECRET"},
+		{"table without grants", good, []string{"--ca-cert", w.certs.CA, "--like", like, "--table", "main.default.missing"}, "FAIL  3.", "ALL PRIVILEGES is not enough"},
+		{"schema the table refuses", good, []string{"--ca-cert", w.certs.CA, "--table-schema", "id BIGINT, nope STRING"}, "FAIL  4.", "FIELD_NOT_IN_TABLE"},
+		{"workspace URL wrong", append(w.env(t, w.creds(spSecret)...), "DATABRICKS_WORKSPACE_URL=https://127.0.0.1:1"), []string{"--ca-cert", w.certs.CA}, "FAIL  2.", "DATABRICKS_WORKSPACE_URL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := doctor(tc.env, tc.args...)
+			idx := strings.Index(r.stdout, tc.failLine)
+			if r.code != 1 || idx < 0 || !strings.Contains(r.stdout[idx:], "fix: ") || !strings.Contains(r.stdout[idx:], tc.fix) {
+				t.Errorf("exit %d; want 1 with %q and a fix naming %q:\n%s%s", r.code, tc.failLine, tc.fix, r.stdout, r.stderr)
+			}
+			if n := strings.Count(r.stdout, "\n"); n < 5 {
+				t.Errorf("%d lines; want one per check, five:\n%s", n, r.stdout)
+			}
+		})
+	}
+	t.Run("another table's token gets 4024 at READY", func(t *testing.T) {
+		pool, err := w.certs.Pool()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		toks := databricks.NewTokens(databricks.TokenConfig{HTTPClient: hc, WorkspaceID: "1",
+			Credentials: databricks.Credentials{ClientID: spID, ClientSecret: spSecret, WorkspaceURL: w.url}})
+		other, err := toks.Token(context.Background(), tableschema.TableName{Catalog: "main", Schema: "default", Table: "other"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := doctor(w.env(t), "--endpoint", w.url, "--token", other, "--ca-cert", w.certs.CA, "--like", like)
+		if r.code != 1 || !strings.Contains(r.stdout, "FAIL  4.") || !strings.Contains(r.stdout, "4024") || !strings.Contains(r.stdout, "ALL PRIVILEGES is not enough") {
+			t.Errorf("exit %d; want check 4 to fail with 4024 and the grants fix:\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestTableDDLRoundTrip: every type of the canonical table goes through `table ddl` and back through
+// `table create --columns` to the same columns as `table create --like`.
+func TestTableDDLRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "types.arrow")
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "i8", Type: arrow.PrimitiveTypes.Int8}, {Name: "i16", Type: arrow.PrimitiveTypes.Int16},
+		{Name: "i32", Type: arrow.PrimitiveTypes.Int32}, {Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "f32", Type: arrow.PrimitiveTypes.Float32}, {Name: "f64", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+		{Name: "b", Type: arrow.FixedWidthTypes.Boolean, Nullable: true}, {Name: "s", Type: arrow.BinaryTypes.LargeString, Nullable: true},
+		{Name: "bin", Type: arrow.BinaryTypes.LargeBinary, Nullable: true}, {Name: "dec", Type: &arrow.Decimal128Type{Precision: 12, Scale: 3}, Nullable: true},
+		{Name: "d", Type: arrow.FixedWidthTypes.Date32, Nullable: true}, {Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}, Nullable: true},
+		{Name: "ntz", Type: &arrow.TimestampType{Unit: arrow.Microsecond}, Nullable: true},
+		{Name: "arr", Type: arrow.ListOf(arrow.BinaryTypes.LargeString), Nullable: true},
+		{Name: "m", Type: arrow.MapOf(arrow.BinaryTypes.LargeString, arrow.PrimitiveTypes.Int64), Nullable: true},
+		{Name: "st", Type: arrow.StructOf(arrow.Field{Name: "a", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+			arrow.Field{Name: "b_c", Type: arrow.BinaryTypes.LargeString, Nullable: true}), Nullable: true},
+	}, nil)
+	f, err := os.Create(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wr, err := ipc.NewFileWriter(f, ipc.WithSchema(schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	ddl := mustLoader(t, "table", "ddl", "--like", file, "--name", "main.default.types", "--principal", "app-123").stdout
+	for _, want := range []string{"CREATE TABLE IF NOT EXISTS `main`.`default`.`types` (", ") USING DELTA;",
+		"GRANT USE CATALOG ON CATALOG `main` TO `app-123`;", "GRANT USE SCHEMA ON SCHEMA `main`.`default` TO `app-123`;",
+		"GRANT MODIFY, SELECT ON TABLE `main`.`default`.`types` TO `app-123`;"} {
+		if !strings.Contains(ddl, want) {
+			t.Errorf("ddl lacks %q:\n%s", want, ddl)
+		}
+	}
+	start := strings.Index(ddl, "(\n")
+	end := strings.Index(ddl, "\n) USING DELTA")
+	if start < 0 || end < start {
+		t.Fatalf("no column list in:\n%s", ddl)
+	}
+	var cols []string
+	for _, line := range strings.Split(ddl[start+2:end], "\n") {
+		cols = append(cols, strings.TrimSuffix(strings.TrimSpace(line), ","))
+	}
+	wh := t.TempDir()
+	fromDDL := mustLoader(t, "table", "create", "main.default.a", "--warehouse", wh, "--columns", strings.Join(cols, ", ")).stdout
+	fromFile := mustLoader(t, "table", "create", "main.default.b", "--warehouse", wh, "--like", file).stdout
+	body := func(s string) string { _, rest, _ := strings.Cut(s, "\n"); return rest }
+	if body(fromDDL) != body(fromFile) {
+		t.Errorf("columns from the DDL:\n%s\nwant those of the file:\n%s", fromDDL, fromFile)
+	}
+	if strings.Count(body(fromFile), "\n") != len(schema.Fields()) {
+		t.Errorf("%d columns; want %d:\n%s", strings.Count(body(fromFile), "\n"), len(schema.Fields()), fromFile)
 	}
 }
