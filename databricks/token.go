@@ -59,6 +59,7 @@ type TokenConfig struct {
 type Tokens struct {
 	cfg TokenConfig
 	log *slog.Logger
+	now func() time.Time // time.Now; tests move it
 
 	mu     sync.Mutex
 	tables map[tableschema.TableName]*cached
@@ -97,7 +98,7 @@ func NewTokens(cfg TokenConfig) *Tokens {
 	if cfg.RefreshBefore <= 0 {
 		cfg.RefreshBefore = DefaultRefreshBefore
 	}
-	return &Tokens{cfg: cfg, log: cfg.Logger, tables: map[tableschema.TableName]*cached{}, ws: &cached{}}
+	return &Tokens{cfg: cfg, log: cfg.Logger, now: time.Now, tables: map[tableschema.TableName]*cached{}, ws: &cached{}}
 }
 
 // TokenURL is the workspace's OIDC token endpoint.
@@ -152,26 +153,32 @@ func (t *Tokens) Mints(table tableschema.TableName) int {
 func (t *Tokens) get(ctx context.Context, c *cached, table tableschema.TableName) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := time.Now()
+	now := t.now()
 	if c.token != "" && now.Before(c.expiry.Add(-refreshBefore(c.life, t.cfg.RefreshBefore))) {
 		return c.token, nil
 	}
+	start := time.Now()
 	tok, err := t.mint(ctx, table)
 	if err != nil {
-		if c.token != "" && time.Now().Before(c.expiry) {
+		if c.token != "" && t.now().Before(c.expiry) {
 			// As the SDK does: a refresh that fails falls back to the still-valid cached token.
 			t.log.Warn("refreshing the token failed; using the cached one until it expires", "table", table.String(), "expires", c.expiry, "err", err)
 			return c.token, nil
 		}
 		return "", err
 	}
-	c.token, c.expiry, c.life = tok.AccessToken, tok.Expiry, tok.Expiry.Sub(now)
+	// The lifetime is anchored at the request's start, as the SDK does.
+	life := time.Duration(tok.ExpiresIn) * time.Second
+	if life <= 0 {
+		life = tok.Expiry.Sub(start)
+	}
+	c.token, c.expiry, c.life = tok.AccessToken, now.Add(life), life
 	c.mints++
 	what := "workspace"
 	if table.Table != "" {
 		what = table.String()
 	}
-	t.log.Debug("minted an OAuth token", "for", what, "expires", tok.Expiry.Format(time.RFC3339), "lifetime", c.life.Round(time.Second))
+	t.log.Debug("minted an OAuth token", "for", what, "expires", tok.Expiry.Format(time.RFC3339), "lifetime", life.Round(time.Second))
 	return c.token, nil
 }
 
