@@ -126,10 +126,9 @@ func (a *app) doctor(ctx context.Context, f *doctorFlags) error {
 
 	// 2. The workspace's token endpoint.
 	workspaceOK := false
-	switch {
-	case r.tokens == nil:
+	if r.tokens == nil {
 		rep.skip(checks[1], "no Databricks client credentials ($DATABRICKS_CLIENT_ID, $DATABRICKS_CLIENT_SECRET, $DATABRICKS_WORKSPACE_URL, or --profile)")
-	default:
+	} else {
 		c, cancel := timed()
 		err := probeTokenEndpoint(c, r)
 		cancel()
@@ -273,8 +272,8 @@ func probeTokenEndpoint(ctx context.Context, r *remote) error {
 	}
 	defer res.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 1<<16))
-	switch {
-	case res.StatusCode == http.StatusBadRequest, res.StatusCode == http.StatusUnauthorized:
+	switch res.StatusCode {
+	case http.StatusBadRequest, http.StatusUnauthorized:
 		return nil
 	default:
 		return fmt.Errorf("%s answered HTTP %d to a token request without credentials; want 400 or 401", r.tokens.TokenURL(), res.StatusCode)

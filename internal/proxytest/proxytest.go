@@ -90,7 +90,7 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer p.wg.Done()
 		if n := buf.Reader.Buffered(); n > 0 {
-			b, _ := buf.Reader.Peek(n)
+			b, _ := buf.Peek(n)
 			_, _ = up.Write(b)
 		}
 		_, _ = io.Copy(up, down)
