@@ -383,7 +383,7 @@ func (s *Server) requireToken(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // countRE is the one statement the sink's SQL API answers.
-var countRE = regexp.MustCompile(`(?i)^\s*SELECT\s+count\s*\(\s*\*\s*\)\s+FROM\s+([A-Za-z0-9_` + "`" + `.]+)\s*;?\s*$`)
+var countRE = regexp.MustCompile(`(?i)^\s*SELECT\s+count\s*\(\s*(?:\*|1)\s*\)(?:\s*,\s*max\s*\(\s*` + "`?" + `([A-Za-z0-9_]+)` + "`?" + `\s*\))?\s+FROM\s+([A-Za-z0-9_` + "`" + `.]+)\s*;?\s*$`)
 
 // sqlSubmit is POST /api/2.0/sql/statements: SELECT count(*) FROM catalog.schema.table over the
 // committed rows (what a query sees), answered at once.
@@ -408,23 +408,31 @@ func (s *Server) sqlSubmit(w http.ResponseWriter, r *http.Request) {
 	m := countRE.FindStringSubmatch(req.Statement)
 	name, err := tableschema.TableName{}, error(nil)
 	if m != nil {
-		name, err = tableschema.ParseTableName(strings.ReplaceAll(m[1], "`", ""))
+		name, err = tableschema.ParseTableName(strings.ReplaceAll(m[2], "`", ""))
 	}
 	switch {
 	case m == nil:
 		res["status"] = map[string]any{"state": "FAILED", "error": map[string]string{"error_code": "NOT_IMPLEMENTED",
-			"message": "the sink answers only SELECT count(*) FROM catalog.schema.table"}}
+			"message": "the sink answers only SELECT count(*) [, max(col)] FROM catalog.schema.table"}}
 	case err != nil:
 		res["status"] = map[string]any{"state": "FAILED", "error": map[string]string{"error_code": "BAD_REQUEST", "message": err.Error()}}
 	default:
 		n, cerr := s.committedRows(r.Context(), name)
+		row := []*string{ptr(strconv.FormatInt(n, 10))}
+		cols := []map[string]any{{"name": "count(1)", "type_name": "LONG", "position": 0}}
+		if cerr == nil && m[1] != "" {
+			var mx *string
+			mx, cerr = s.committedMax(r.Context(), name, m[1])
+			row = append(row, mx)
+			cols = append(cols, map[string]any{"name": "max(" + m[1] + ")", "type_name": "STRING", "position": 1})
+		}
 		if cerr != nil {
-			res["status"] = map[string]any{"state": "FAILED", "error": map[string]string{"error_code": "TABLE_OR_VIEW_NOT_FOUND", "message": cerr.Error()}}
+			res["status"] = map[string]any{"state": "FAILED", "error": map[string]string{"error_code": "BAD_REQUEST", "message": cerr.Error()}}
 		} else {
 			res["status"] = map[string]string{"state": "SUCCEEDED"}
-			res["manifest"] = map[string]any{"format": "JSON_ARRAY", "schema": map[string]any{"column_count": 1,
-				"columns": []map[string]any{{"name": "count(1)", "type_name": "LONG", "position": 0}}}, "total_row_count": 1}
-			res["result"] = map[string]any{"row_count": 1, "data_array": [][]string{{strconv.FormatInt(n, 10)}}}
+			res["manifest"] = map[string]any{"format": "JSON_ARRAY", "schema": map[string]any{"column_count": len(cols),
+				"columns": cols}, "total_row_count": 1}
+			res["result"] = map[string]any{"row_count": 1, "data_array": [][]*string{row}}
 		}
 	}
 	body, _ := json.Marshal(res)
@@ -475,3 +483,5 @@ func (s *Server) standIn(ctx context.Context, method string) error {
 	}
 	return status.Error(codes.Unimplemented, "the Zerobus service has no actions: describe the table in Unity Catalog and count it through a SQL warehouse")
 }
+
+func ptr(s string) *string { return &s }
