@@ -131,10 +131,9 @@ func (s *Server) serveSplit(lis net.Listener) error {
 				first = err
 			}
 		}
-		// One part ending ends the others.
+		// One part ending ends the others' accepting; calls in flight are Shutdown's to end.
 		m.Close()
 		hs.Close()
-		s.grpc.Stop()
 	}
 	if first != nil {
 		return fmt.Errorf("sink: serve: %w", first)
