@@ -63,6 +63,14 @@ Targets:
 --protocol picks the dialect: zerobus (Databricks Zerobus Ingest, the default), flightsql (bulk ingest)
 or flight (DoPut with a PATH descriptor).
 
+Databricks: with $ZEROBUS_SERVER_ENDPOINT set and no --endpoint, that endpoint is the target. OAuth
+tokens, one per table and refreshed before they expire, are minted with $DATABRICKS_CLIENT_ID,
+$DATABRICKS_CLIENT_SECRET and $DATABRICKS_WORKSPACE_URL (or $DATABRICKS_HOST), or a ~/.databrickscfg
+profile (--profile). --ca-cert adds a CA; HTTPS_PROXY, NO_PROXY and grpc_proxy are honoured.
+--sql-warehouse counts the table through a SQL warehouse before and after the load and waits up to
+--verify-timeout for the acknowledged rows to become visible (verified_rows, visible_after_seconds,
+verify_warning). ` + "`loader doctor`" + ` checks all of this before a first load.
+
 Resume: which rows of which files the target acknowledged is recorded in a manifest (per target and
 table). Running the same command again skips what is done and finishes what is not; a changed file
 counts as new; --force loads everything again.
