@@ -87,4 +87,14 @@
 // no I/O: connections are made on first use. Streams are assigned round-robin over the connections;
 // several connections avoid the single-HTTP/2-connection bottleneck. Message size limits are set from
 // the frame limit plus headroom. TLS uses the system roots unless [WithTLSConfig] is given.
+//
+// # Authentication, TLS and proxies
+//
+// [WithTableTokens] takes a [TokenSource] that gives each call a token for its table (Zerobus tokens
+// are table-scoped); it is asked on every DoPut opened, reconnections included, so a source that
+// refreshes before expiry keeps long loads running. A DoPut refused as Unauthenticated invalidates the
+// table's token and is tried once more. A server certificate that fails verification stops the load
+// with a [*TLSError] instead of being retried. [WithDialer] connects through a dialer that gets the
+// endpoint's host name unresolved, such as an HTTP CONNECT proxy's. [Client.Probe] opens a schema-only
+// DoPut to check that a table takes a schema.
 package flightclient

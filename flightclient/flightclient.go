@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -68,6 +69,7 @@ type Client struct {
 	cfg     config
 	conns   []*grpc.ClientConn         // owned; nil for NewFromConn
 	raw     []grpc.ClientConnInterface // every connection streams are spread over
+	tlsErr  atomic.Pointer[TLSError]   // the first certificate verification failure
 }
 
 // newClient makes a client without connections: the dialect's two halves and the configuration.
@@ -103,8 +105,9 @@ func New(endpoint string, dialect Dialect, opts ...Option) (*Client, error) {
 		if tc.ServerName == "" {
 			tc.ServerName = ep.Host
 		}
-		creds = credentials.NewTLS(tc)
+		creds = &verifyingCreds{TransportCredentials: credentials.NewTLS(tc), endpoint: ep.Address, failed: &c.tlsErr}
 	}
+	target := ep.Address
 	dialOpts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithUserAgent(cfg.userAgent),
@@ -116,9 +119,14 @@ func New(endpoint string, dialect Dialect, opts ...Option) (*Client, error) {
 			grpc.MaxCallRecvMsgSize(cfg.recvLimit()),
 		),
 	}
+	if cfg.dialer != nil {
+		// The dialer gets the host name unresolved (a proxy resolves it).
+		target = "passthrough:///" + ep.Address
+		dialOpts = append(dialOpts, grpc.WithContextDialer(cfg.dialer), grpc.WithNoProxy())
+	}
 	dialOpts = append(dialOpts, cfg.dialOpts...)
 	for i := range cfg.connections {
-		cc, err := grpc.NewClient(ep.Address, dialOpts...)
+		cc, err := grpc.NewClient(target, dialOpts...)
 		if err != nil {
 			c.Close()
 			return nil, fmt.Errorf("flightclient: connection %d to %s: %w", i, ep.Address, err)
@@ -175,7 +183,13 @@ type Stats struct {
 // Zerobus, the table's).
 func (c *Client) outgoing(ctx context.Context, table tableschema.TableName) (context.Context, error) {
 	md := metadata.MD{}
-	if c.cfg.token != nil {
+	if c.cfg.tokens != nil {
+		tok, err := c.cfg.tokens.Token(ctx, table)
+		if err != nil {
+			return nil, &fatal{fmt.Errorf("token: %w", err)}
+		}
+		md.Set(zerobus.HeaderAuthorization, "Bearer "+tok)
+	} else if c.cfg.token != nil {
 		tok, err := c.cfg.token(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("token: %w", err)

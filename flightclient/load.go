@@ -148,6 +148,7 @@ type stream struct {
 	wake chan struct{} // capacity 1: something changed for the sender
 
 	framesDone bool // the channel is closed (sender only)
+	reminted   bool // a new token was minted after Unauthenticated, since the last call that ended well (sender only)
 
 	mu           sync.Mutex
 	queue        []*piece // not fully acknowledged, in order; queue[:sent] are on the current call
@@ -211,14 +212,24 @@ func (s *stream) run(ctx context.Context) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case err == nil:
-			attempt = 0
+			attempt, s.reminted = 0, false
 			if end == endRotate {
 				s.lr.rotations.Add(1)
 				s.log.Debug("rotating to a new DoPut at the server's request")
 			}
 			continue
 		case isFatal(err):
+			if tokens := s.lr.c.cfg.tokens; tokens != nil && !s.reminted && isUnauthenticated(err) {
+				// As the SDKs do: the token may have been revoked or expired early; one new one.
+				s.reminted = true
+				tokens.Invalidate(s.lr.table)
+				s.log.Info("the server refused the token as unauthenticated; minting a new one and trying once more")
+				continue
+			}
 			return fmt.Errorf("flightclient: stream %d: DoPut into %s: %w", s.id, s.lr.table, err)
+		}
+		if tf := s.lr.c.tlsFailure(); tf != nil {
+			return &fatal{fmt.Errorf("flightclient: stream %d: DoPut into %s: %w", s.id, s.lr.table, tf)}
 		}
 		s.mu.Lock()
 		if s.progress {

@@ -17,6 +17,8 @@ type Option func(*config)
 type config struct {
 	connections   int
 	token         func(context.Context) (string, error)
+	tokens        TokenSource // per-table tokens (WithTableTokens); replaces token
+	dialer        Dialer
 	maxFrameBytes int
 	streamCap     int64
 	logger        *slog.Logger
@@ -119,7 +121,10 @@ func WithToken(token string) Option {
 // reconnections, and every action), so a source can refresh tokens before they expire. An error from
 // fn fails that call like a transient connection error. Default: no token.
 func WithTokenSource(fn func(ctx context.Context) (string, error)) Option {
-	return func(c *config) { c.token = fn }
+	return func(c *config) {
+		c.token = fn
+		c.tokens = nil
+	}
 }
 
 // WithMaxFrameBytes tells the client the largest frame it will send, so gRPC message limits are set to

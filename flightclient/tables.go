@@ -192,14 +192,14 @@ func (c *Client) action(ctx context.Context, table tableschema.TableName, typ, w
 	defer cancel()
 	stream, err := flight.NewFlightServiceClient(c.raw[0]).DoAction(octx, &flight.Action{Type: typ, Body: []byte(table.String())})
 	if err != nil {
-		return unimplemented(what, err)
+		return c.probeErr(unimplemented(what, err))
 	}
 	res, err := stream.Recv()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("action %s returned no result", typ)
 		}
-		return unimplemented(what, err)
+		return c.probeErr(unimplemented(what, err))
 	}
 	if err := json.Unmarshal(res.GetBody(), out); err != nil {
 		return fmt.Errorf("action %s: result is not the expected JSON: %w", typ, err)

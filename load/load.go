@@ -71,6 +71,9 @@ type Config struct {
 	Protocol  flightclient.Dialect
 	Token     string
 	UserAgent string
+	// ClientOptions are added to the remote target's client options (per-table OAuth tokens, TLS
+	// roots, a proxy dialer); they apply after Token and UserAgent.
+	ClientOptions []flightclient.Option
 	// CreateTable creates the table when the target does not have it, with TableSchema's columns or
 	// the first file's canonical schema, where the target can create tables (the embedded sink,
 	// Flight SQL). Where the target cannot say whether the table exists, it is asked to create it if
@@ -216,6 +219,11 @@ type Summary struct {
 	// NotVerified says why ("the load failed", or why the target cannot count).
 	VerifiedRows *int64 `json:"verified_rows"`
 	NotVerified  string `json:"not_verified,omitempty"`
+	// VisibleAfterSeconds is how long after the last acknowledgement the rows became visible to
+	// queries, when a Counter verified the load (VerifyVisible); VerifyWarning says why the count
+	// differs from the rows acknowledged (not yet visible, or possible duplicates).
+	VisibleAfterSeconds *float64 `json:"visible_after_seconds,omitempty"`
+	VerifyWarning       string   `json:"verify_warning,omitempty"`
 
 	// Every row read is loaded, quarantined or refused (or, after an interrupt, unsent):
 	// RowsRead = Rows + RowsQuarantined + RowsRefused. Rows skipped as already loaded are not read.

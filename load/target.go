@@ -114,6 +114,7 @@ func openTarget(cfg *Config) (Target, error) {
 	if cfg.UserAgent != "" {
 		opts = append(opts, flightclient.WithUserAgent(cfg.UserAgent))
 	}
+	opts = append(opts, cfg.ClientOptions...)
 	tgt, err := NewRemote(cfg.Endpoint, cfg.Protocol, opts...)
 	if err != nil {
 		return nil, errors.Join(ErrConfig, err)

@@ -21,10 +21,17 @@ var errUnauthenticated = status.Error(codes.Unauthenticated,
 
 // authorize checks the bearer token when tokens are configured.
 func (s *Server) authorize(ctx context.Context) error {
-	if len(s.cfg.tokens) == 0 {
+	oauth := s.oauth != nil && s.oauth.cfg != nil
+	if len(s.cfg.tokens) == 0 && !oauth {
 		return nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
+	if oauth {
+		ok, err := s.authorizeOAuth(ctx, md)
+		if ok || err != nil {
+			return err
+		}
+	}
 	for _, v := range md.Get(zerobus.HeaderAuthorization) {
 		scheme, tok, ok := strings.Cut(strings.TrimSpace(v), " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
@@ -50,6 +57,9 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 
 func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	if err := s.authorize(ss.Context()); err != nil {
+		return err
+	}
+	if err := s.standIn(ss.Context(), info.FullMethod); err != nil {
 		return err
 	}
 	defer s.recoverPanic(info.FullMethod, &err)

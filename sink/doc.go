@@ -68,6 +68,17 @@
 // A Server is safe for concurrent use. New does no I/O; Serve recovers and serves; Shutdown ends it.
 // Everything the server starts ends before Shutdown returns.
 //
+// # Standing in for a Databricks workspace
+//
+// With [WithOAuth] (and optionally [WithTLS]) the server splits its one listener by content type:
+// gRPC (HTTP/2 with content-type application/grpc) goes to Flight, everything else to an HTTP server
+// with the OIDC token endpoint (POST /oidc/v1/token: client credentials, Basic auth,
+// authorization_details checked against the warehouse) and the SQL Statement Execution API
+// (SELECT count(*) [, max(col)] FROM a table, over committed rows only). Flight then accepts only
+// the tokens it issued (HS256, signed with a key made at start), a Zerobus DoPut only for a table its
+// token grants (PermissionDenied with error 4024 otherwise), and refuses the sink's own actions on
+// Zerobus calls, as the service has none.
+//
 // # Exactly-once (planned)
 //
 // Each log record has a metadata section, empty today, that is meant to carry the loader's unit id.

@@ -2,11 +2,13 @@ package sink
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/soheilhy/cmux"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 
@@ -49,6 +52,11 @@ type Server struct {
 	closed   bool // tables may no longer be opened
 
 	wg sync.WaitGroup // stream goroutines
+
+	// The HTTP side (http.go), when OAuth or TLS is configured.
+	oauth *oauthState
+	mux   cmux.CMux
+	http  *http.Server
 }
 
 // Option configures a Server.
@@ -62,7 +70,9 @@ type config struct {
 	faults         Faults
 	mem            memory.Allocator
 	segmentBytes   int64
-	streamRate     int64 // bytes per second per DoPut; 0: unlimited
+	streamRate     int64       // bytes per second per DoPut; 0: unlimited
+	oauth          *OAuth      // WithOAuth
+	tls            *tls.Config // WithTLS
 }
 
 // WithTokens limits access to callers presenting one of these bearer tokens ("authorization: Bearer
@@ -177,6 +187,9 @@ func New(wh *warehouse.Warehouse, opts ...Option) *Server {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.faults.set(cfg.faults)
+	if s.httpEnabled() {
+		s.oauth = newOAuthState(cfg.oauth)
+	}
 	s.sqlq = newSQLServer(s)
 	s.sql = flightsql.NewFlightServerWithAllocator(s.sqlq, cfg.mem)
 	s.grpc = grpc.NewServer(
@@ -225,6 +238,9 @@ func (s *Server) Serve(lis net.Listener) error {
 	}
 	close(s.ready)
 	s.log.Info("sink serving", "addr", lis.Addr().String(), "warehouse", s.wh.Dir(), "discard", s.cfg.discard)
+	if s.httpEnabled() {
+		return s.serveSplit(lis)
+	}
 	if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("sink: serve: %w", err)
 	}
@@ -263,6 +279,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.grpc.Stop()
 		<-stopped
 	}
+	s.stopHTTP()
 	s.wg.Wait()
 
 	s.mu.Lock()

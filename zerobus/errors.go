@@ -164,3 +164,27 @@ func Retryable(err error) bool {
 	}
 	return true
 }
+
+// ErrorCodeTableNotGranted is the service's error code for a token whose authorization_details do
+// not grant the table of the call (missing MODIFY and SELECT directly on the table).
+const ErrorCodeTableNotGranted = "4024"
+
+// ReasonTableNotGranted is the ErrorInfo reason the embedded sink gives with error 4024 (our name).
+const ReasonTableNotGranted = "TABLE_NOT_GRANTED"
+
+// TableNotGrantedError is PermissionDenied with error code 4024: msg says which table was asked and
+// what the token grants.
+func TableNotGrantedError(msg string) error {
+	return withInfo(codes.PermissionDenied, msg, ReasonTableNotGranted, map[string]string{"error_code": ErrorCodeTableNotGranted}).Err()
+}
+
+// IsTableNotGranted reports whether err is error 4024 (PermissionDenied with that error_code) or a
+// PermissionDenied without details, which the service uses for missing grants.
+func IsTableNotGranted(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.PermissionDenied {
+		return false
+	}
+	info := ErrorInfoOf(st)
+	return info == nil || info.GetMetadata()["error_code"] == ErrorCodeTableNotGranted
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -21,13 +22,19 @@ type endpointFlags struct {
 	endpoint string
 	protocol string
 	token    string
+	profile  string
+	caCert   string
+
+	remote *remote // set by apply for a remote endpoint
 }
 
 func (f *endpointFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.table, "table", "", "target table, catalog.schema.table (required)")
 	fl.StringVar(&f.endpoint, "endpoint", "", "target URL; empty runs the embedded sink over --warehouse")
 	fl.StringVar(&f.protocol, "protocol", string(load.DefaultProtocol), "target dialect: zerobus, flightsql or flight")
-	fl.StringVar(&f.token, "token", os.Getenv("LOADER_TOKEN"), "bearer token sent to the endpoint (default $LOADER_TOKEN)")
+	fl.StringVar(&f.token, "token", os.Getenv("LOADER_TOKEN"), "bearer token sent to the endpoint (default $LOADER_TOKEN); Zerobus targets otherwise mint OAuth tokens from $DATABRICKS_CLIENT_ID/$DATABRICKS_CLIENT_SECRET or --profile")
+	fl.StringVar(&f.profile, "profile", "", "Databricks CLI profile in ~/.databrickscfg holding host, client_id and client_secret (default $DATABRICKS_CONFIG_PROFILE)")
+	fl.StringVar(&f.caCert, "ca-cert", "", "PEM file of a CA to trust, in addition to the system's, for the endpoint and the workspace")
 }
 
 // apply sets the table, endpoint, protocol, token and user agent of cfg.
@@ -44,6 +51,16 @@ func (f *endpointFlags) apply(cfg *load.Config) error {
 		return usageError{err}
 	}
 	cfg.Table, cfg.Endpoint, cfg.Protocol, cfg.Token, cfg.UserAgent = name, f.endpoint, dialect, f.token, userAgent()
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if f.remote, err = resolveRemote(f, dialect, logger); err != nil {
+		return err
+	}
+	if f.remote != nil {
+		cfg.Endpoint, cfg.ClientOptions = f.remote.endpoint, f.remote.opts
+	}
 	return nil
 }
 
@@ -70,7 +87,7 @@ func (f *targetFlags) apply(cfg *load.Config) error {
 		return err
 	}
 	cfg.CreateTable = f.createTable
-	if f.endpoint == "" {
+	if cfg.Endpoint == "" {
 		opts := append([]embedded.Option{embedded.WithProtocol(cfg.Protocol), embedded.WithLogger(cfg.Logger)}, f.embedded...)
 		cfg.Target = embedded.New(f.warehouse, opts...)
 	}

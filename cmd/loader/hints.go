@@ -28,7 +28,7 @@ func hint(err error) string {
 	case errors.Is(err, load.ErrConfig) && errors.Is(err, flightclient.ErrUnsupported):
 		return "--create-table works with the embedded sink and Flight SQL targets; create the table on the target first"
 	}
-	return ""
+	return databricksHint(err)
 }
 
 // hinted is an error with the hint that gets past it, on a line of its own.

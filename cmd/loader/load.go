@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -37,6 +38,7 @@ type loadFlags struct {
 	commitInterval   time.Duration
 	progressEvery    time.Duration
 	quiet            bool
+	verify           verifyFlags
 }
 
 func (a *app) loadCommand() *cobra.Command {
@@ -60,6 +62,14 @@ Targets:
   grpc+tls://host:port   TLS (also https://host[:port], port 443 by default)
 --protocol picks the dialect: zerobus (Databricks Zerobus Ingest, the default), flightsql (bulk ingest)
 or flight (DoPut with a PATH descriptor).
+
+Databricks: with $ZEROBUS_SERVER_ENDPOINT set and no --endpoint, that endpoint is the target. OAuth
+tokens, one per table and refreshed before they expire, are minted with $DATABRICKS_CLIENT_ID,
+$DATABRICKS_CLIENT_SECRET and $DATABRICKS_WORKSPACE_URL (or $DATABRICKS_HOST), or a ~/.databrickscfg
+profile (--profile). --ca-cert adds a CA; HTTPS_PROXY, NO_PROXY and grpc_proxy are honoured.
+--sql-warehouse counts the table through a SQL warehouse before and after the load and waits up to
+--verify-timeout for the acknowledged rows to become visible (verified_rows, visible_after_seconds,
+verify_warning). ` + "`loader doctor`" + ` checks all of this before a first load.
 
 Resume: which rows of which files the target acknowledged is recorded in a manifest (per target and
 table). Running the same command again skips what is done and finishes what is not; a changed file
@@ -104,6 +114,7 @@ and failed_files (a list, present when files failed). bytes are Arrow IPC bytes 
 	fl.DurationVar(&f.commitInterval, "commit-interval", 0, "embedded sink: how often acknowledged rows are committed (default 1s)")
 	fl.DurationVar(&f.progressEvery, "progress-interval", 10*time.Second, "how often to print a progress line when stderr is not a terminal")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
+	f.verify.register(fl)
 	return cmd
 }
 
@@ -143,6 +154,16 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 	if f.limit > 0 {
 		decoders = 1 // as load.Config does
 	}
+	counter, err := f.verify.counter(f.target.remote)
+	if err != nil {
+		return err
+	}
+	var before int64
+	if counter != nil {
+		if before, err = counter.Count(ctx, cfg.Table); err != nil {
+			return withHint(fmt.Errorf("count %s through the SQL warehouse before loading: %w", cfg.Table, err))
+		}
+	}
 	restoreGC, _ := gctune.ForLoad(int64(f.maxInflightBytes), decoders, os.LookupEnv)
 	defer restoreGC()
 	stopProgress := func() {}
@@ -151,6 +172,11 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 	}
 	sum, err := load.Run(ctx, cfg)
 	stopProgress()
+	if counter != nil && sum != nil && (err == nil || errors.Is(err, load.ErrPartial)) {
+		if verr := verifyAfterLoad(ctx, counter, &cfg, before, sum, f.verify.verifyTimeout); verr != nil {
+			err = errors.Join(err, verr)
+		}
+	}
 	// The human summary is for loads that sent something, or got as far as verifying; a load that
 	// failed before (a missing table, a bad file) is told by its error alone. --json always prints.
 	if sum != nil && (f.asJSON || err == nil || sum.Seconds > 0) {
@@ -175,6 +201,9 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 			fmt.Fprintf(a.stderr, "  hint: %s\n", h)
 		}
 	}
+	if s.VerifyWarning != "" {
+		fmt.Fprintf(a.stderr, "warning: %s\n", s.VerifyWarning)
+	}
 	if asJSON {
 		return json.NewEncoder(a.stdout).Encode(s) // load.Summary's JSON is the --json contract
 	}
@@ -198,6 +227,10 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 	case s.NotVerified != "":
 		fmt.Fprintf(a.stdout, "not verified: %s\n", s.NotVerified)
 	}
+	if s.VisibleAfterSeconds != nil {
+		fmt.Fprintf(a.stdout, "visible to queries %.1fs after the last acknowledgement\n", *s.VisibleAfterSeconds)
+	}
+
 	return nil
 }
 

@@ -22,6 +22,7 @@ type serveFlags struct {
 	shutdownWait   time.Duration
 	streamRate     byteRate
 	faults         sink.Faults
+	oauth          serveOAuthFlags
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -45,8 +46,16 @@ acknowledged is committed.
 stream at 100 MB/s; with --fault-ack-delay (Zerobus acknowledges after about 150 ms) the sink stands
 in for the service in benchmarks (loader bench --throttle).
 
+As a stand-in for a Databricks workspace and its Zerobus endpoint: --oauth-client ID:SECRET serves
+the OIDC token endpoint (POST /oidc/v1/token, client credentials with Basic auth and
+authorization_details) and the SQL Statement Execution API (SELECT count(*) FROM a table, over its
+committed rows) over HTTP on the same address as Flight, gRPC and HTTP being told apart by content
+type. Flight then accepts only the tokens it issued, each for the tables granted. --tls-cert and
+--tls-key serve all of it over TLS. So DATABRICKS_WORKSPACE_URL and ZEROBUS_SERVER_ENDPOINT can
+both point at it.
+
 Faults for tests (off by default): --fault-drop-after, --fault-ack-delay, --fault-rotate-after,
---fault-unavailable.`,
+--fault-unavailable, --fault-token-unavailable.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.serve(cmd.Context(), f) },
 	}
@@ -64,6 +73,7 @@ Faults for tests (off by default): --fault-drop-after, --fault-ack-delay, --faul
 	fl.IntVar(&f.faults.RotateAfterFrames, "fault-rotate-after", 0, "test fault: ask the client to rotate (close_stream_duration_ms) after N frames")
 	fl.DurationVar(&f.faults.RotateGrace, "fault-rotate-grace", time.Second, "test fault: the grace period sent with a rotation")
 	fl.IntVar(&f.faults.UnavailableCalls, "fault-unavailable", 0, "test fault: refuse the next N DoPut calls with Unavailable")
+	f.oauth.register(fl)
 	return cmd
 }
 
@@ -85,6 +95,11 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	if len(f.tokens) > 0 {
 		opts = append(opts, sink.WithTokens(f.tokens...))
 	}
+	more, err := f.oauth.options()
+	if err != nil {
+		return err
+	}
+	opts = append(opts, more...)
 	if f.discard {
 		fmt.Fprintln(a.stderr, "WARNING: --discard: every row is acknowledged and thrown away; NOTHING IS STORED. Use it only to benchmark clients.")
 	}

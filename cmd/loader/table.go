@@ -24,7 +24,7 @@ func (a *app) tableCommand() *cobra.Command {
 		Short: "Create, describe, list and count tables",
 		Long:  "Manage the Delta tables of a warehouse (the embedded sink's storage) and count rows on any endpoint.",
 	}
-	cmd.AddCommand(a.tableCreateCommand(), a.tableDescribeCommand(), a.tableListCommand(), a.tableCountCommand())
+	cmd.AddCommand(a.tableCreateCommand(), a.tableDescribeCommand(), a.tableListCommand(), a.tableCountCommand(), a.tableDDLCommand())
 	return cmd
 }
 
