@@ -60,6 +60,7 @@ type config struct {
 	discard        bool
 	log            *slog.Logger
 	faults         Faults
+	testFaults     bool
 	mem            memory.Allocator
 	segmentBytes   int64
 	streamRate     int64 // bytes per second per DoPut; 0: unlimited
@@ -102,6 +103,12 @@ func WithLogger(l *slog.Logger) Option {
 // WithFaults installs a fault set from the start. Default: none (the zero Faults).
 func WithFaults(f Faults) Option {
 	return func(c *config) { c.faults = f }
+}
+
+// WithTestFaults serves the loader.faults action, which lets any client that passes authentication
+// inject faults. Default false: the action answers PermissionDenied. Only for tests.
+func WithTestFaults(on bool) Option {
+	return func(c *config) { c.testFaults = on }
 }
 
 // WithAllocator sets the allocator for decoding frames, casting Flight SQL batches and reading tables
