@@ -116,6 +116,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return fail(err)
 	}
 	p.epoch = m.Epoch()
+	unreported := m.Unreported() // of earlier runs killed before their summary
 	dedupe, err := client.EnableUnitIDs(ctx, cfg.Table, p.unitID)
 	if err != nil {
 		return fail(fmt.Errorf("ask %s whether it deduplicates by unit id: %w", tgt, err))
@@ -124,6 +125,10 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	sum.Deduplicated = dedupe
 	stats, err := p.run(ctx)
 	p.summarize(sum, stats, ctx.Err() == nil)
+	sum.PossiblyDuplicatedRows += unreported
+	if rerr := m.Reported(sum.PossiblyDuplicatedRows); rerr != nil && err == nil {
+		err = fmt.Errorf("manifest: %w", rerr)
+	}
 	failed, qerr := p.failures()
 	sum.FailedFiles = failed
 	if qerr = errors.Join(qerr, p.quarantine.close()); qerr != nil && err == nil {
@@ -338,6 +343,10 @@ func (p *pipeline) resent(span partitioner.Span, rows int64) {
 	p.possiblyDup.Add(rows)
 	if err := p.m.Duplicate(p.ids[span.File], span.Unit, manifest.Range{From: span.Row, To: span.Row + rows}); err != nil {
 		p.cfg.Logger.Warn("manifest", "err", err)
+	}
+	// Durable before the rows go again, so a crash right after cannot hide them.
+	if err := p.m.Sync(); err != nil {
+		p.cfg.Logger.Warn("manifest sync", "err", err)
 	}
 }
 

@@ -66,6 +66,9 @@ type Manifest struct {
 	mu      sync.Mutex
 	epoch   int64 // bumped by Reset (loader load --force)
 	version int   // the header's format, while replaying
+	// dupRows sums the rows of every Duplicate record (overlaps counted each time); reported sums
+	// what Reported was told. Their difference is what no run's summary has counted yet.
+	dupRows, reported int64
 	f       *os.File
 	w       *bufio.Writer
 	files   map[FileID]*fileState
@@ -229,6 +232,10 @@ type record struct {
 	Rows *int64 `json:"rows"`
 	Sent *Range `json:"sent"`
 	Dup  *Range `json:"dup"`
+	// DupExtra adds to the duplicated row total (a compaction's merged ranges count overlaps once);
+	// Reported adds to the reported total.
+	DupExtra *int64 `json:"dup_extra"`
+	Reported *int64 `json:"reported"`
 }
 
 // replay applies every complete line of data. It returns the length of the valid prefix and the
@@ -307,6 +314,12 @@ func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) erro
 		return nil
 	}
 	switch {
+	case r.DupExtra != nil && r.File == nil && r.F == nil && r.Reported == nil:
+		m.dupRows += *r.DupExtra
+		return nil
+	case r.Reported != nil && r.File == nil && r.F == nil && r.DupExtra == nil:
+		m.reported += *r.Reported
+		return nil
 	case r.File != nil:
 		fs := &fileState{idx: *r.File, declared: true, units: map[int]*unitState{}}
 		if _, dup := byIdx[fs.idx]; dup || fs.idx < 0 {
@@ -346,6 +359,7 @@ func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) erro
 				return fmt.Errorf("duplicate range [%d,%d) is empty or negative", r.Dup.From, r.Dup.To)
 			}
 			u.dup = addRange(u.dup, *r.Dup)
+			m.dupRows += r.Dup.To - r.Dup.From
 			return nil
 		case r.Rows != nil && r.From == nil && r.To == nil:
 			if *r.Rows < 0 {
@@ -398,6 +412,20 @@ func (m *Manifest) compact() error {
 		}
 	}
 	write(m.headerLine())
+	var merged int64
+	for _, fs := range m.files {
+		for _, u := range fs.units {
+			for _, r := range u.dup {
+				merged += r.To - r.From
+			}
+		}
+	}
+	if extra := m.dupRows - merged; extra != 0 {
+		write([]byte(`{"dup_extra":` + strconv.FormatInt(extra, 10) + "}\n"))
+	}
+	if m.reported != 0 {
+		write([]byte(`{"reported":` + strconv.FormatInt(m.reported, 10) + "}\n"))
+	}
 	ids := make([]FileID, 0, len(m.files))
 	for id := range m.files {
 		ids = append(ids, id)
@@ -559,6 +587,7 @@ func (m *Manifest) Reset() error {
 	}
 	m.w.Reset(m.f)
 	m.epoch++
+	m.dupRows, m.reported = 0, 0
 	if err := m.truncateToHeader(); err != nil {
 		return m.fail(fmt.Errorf("manifest %s: reset: %w", m.path, err))
 	}
@@ -640,11 +669,42 @@ func (m *Manifest) recordRange(f FileID, unit int, r Range, key string, set func
 		return fmt.Errorf("manifest: %s unit %d: invalid row range [%d,%d)", f.Path, unit, r.From, r.To)
 	}
 	return m.recordUnit(f, unit, func(u *unitState, idx int, buf []byte) ([]byte, error) {
-		if covered(*set(u), r) {
+		if key != "dup" && covered(*set(u), r) { // a duplicate counts every time
 			return nil, nil
 		}
 		return appendRangeLine(buf, idx, unit, key, r), nil
-	}, func(u *unitState) { p := set(u); *p = addRange(*p, r) })
+	}, func(u *unitState) {
+		p := set(u)
+		*p = addRange(*p, r)
+		if key == "dup" {
+			m.dupRows += r.To - r.From
+		}
+	})
+}
+
+// Unreported returns the rows recorded with Duplicate that no Reported call has counted: those of
+// runs that were killed before they could print a summary.
+func (m *Manifest) Unreported() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dupRows - m.reported
+}
+
+// Reported records that a run's summary counted n possibly duplicated rows.
+func (m *Manifest) Reported(n int64) error {
+	if n == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.usable(); err != nil {
+		return err
+	}
+	if _, err := m.w.WriteString(`{"reported":` + strconv.FormatInt(n, 10) + "}\n"); err != nil {
+		return m.fail(fmt.Errorf("manifest %s: write: %w", m.path, err))
+	}
+	m.reported += n
+	return nil
 }
 
 // UnitStatus is what the manifest says about one unit.

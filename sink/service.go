@@ -339,7 +339,7 @@ func (svc *service) DoAction(a *flight.Action, stream flight.FlightService_DoAct
 		if perr != nil {
 			return status.Errorf(codes.InvalidArgument, "action %s: body: %v", a.GetType(), perr)
 		}
-		body = sinkapi.UnitIDsResult{Table: name.String(), UnitIDs: !svc.s.cfg.discard}
+		body = sinkapi.UnitIDsResult{Table: name.String(), UnitIDs: !svc.s.cfg.discard && !svc.s.cfg.noUnitIDs}
 	case sinkapi.ActionFaults:
 		if !svc.s.cfg.testFaults {
 			return status.Errorf(codes.PermissionDenied, "action %s: fault injection is off; it is served only by a sink started for tests (loader serve --test-faults)", a.GetType())

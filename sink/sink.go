@@ -61,6 +61,7 @@ type config struct {
 	log            *slog.Logger
 	faults         Faults
 	testFaults     bool
+	noUnitIDs      bool
 	mem            memory.Allocator
 	segmentBytes   int64
 	streamRate     int64 // bytes per second per DoPut; 0: unlimited
@@ -109,6 +110,12 @@ func WithFaults(f Faults) Option {
 // inject faults. Default false: the action answers PermissionDenied. Only for tests.
 func WithTestFaults(on bool) Option {
 	return func(c *config) { c.testFaults = on }
+}
+
+// WithUnitIDs says whether the sink offers deduplication by unit id (loader.unit-ids). Default true;
+// false makes it an at-least-once target like Zerobus, for measuring what deduplication saves.
+func WithUnitIDs(on bool) Option {
+	return func(c *config) { c.noUnitIDs = !on }
 }
 
 // WithAllocator sets the allocator for decoding frames, casting Flight SQL batches and reading tables

@@ -23,6 +23,7 @@ type serveFlags struct {
 	streamRate     byteRate
 	faults         sink.Faults
 	testFaults     bool
+	unitIDs        bool
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -60,6 +61,7 @@ passes authentication can inject faults into the running sink: never use it outs
 	fl.BoolVar(&f.discard, "discard", false, "acknowledge data without storing it (client benchmarks only: NOTHING IS KEPT)")
 	fl.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for in-flight calls before cutting them off")
 	fl.Var(&f.streamRate, "stream-rate-limit", "cap each DoPut at RATE bytes per second, e.g. 25MB/s (default: unlimited)")
+	fl.BoolVar(&f.unitIDs, "unit-ids", true, "store each source unit range once, however often a loader sends it (false: at-least-once, like Zerobus)")
 	fl.BoolVar(&f.testFaults, "test-faults", false, "serve the loader.faults action, so clients can inject faults (tests only)")
 	fl.IntVar(&f.faults.DropAfterFrames, "fault-drop-after", 0, "test fault: end each DoPut with Unavailable after N data frames")
 	fl.IntVar(&f.faults.DropCalls, "fault-drop-calls", 0, "test fault: apply --fault-drop-after to the next N DoPuts only (0: all)")
@@ -84,6 +86,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		sink.WithDiscard(f.discard),
 		sink.WithFaults(f.faults),
 		sink.WithTestFaults(f.testFaults),
+		sink.WithUnitIDs(f.unitIDs),
 		sink.WithStreamRateLimit(int64(f.streamRate)),
 	}
 	if len(f.tokens) > 0 {
