@@ -466,6 +466,9 @@ func (p *putStream) ackLoop(ctx context.Context, acks <-chan ackItem) error {
 			ack.CloseStreamAfterMs = &ms
 			rotated = true
 		}
+		if p.faults.silent {
+			continue // fault injection: the frame is stored, its ack never sent
+		}
 		if err := p.stream.Send(&flight.PutResult{AppMetadata: ack.Marshal()}); err != nil {
 			return err
 		}

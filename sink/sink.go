@@ -175,6 +175,9 @@ type Faults struct {
 	RotateGrace       time.Duration `json:"rotate_grace,omitempty"`
 	// UnavailableCalls refuses the next this-many DoPut calls with Unavailable before reading them.
 	UnavailableCalls int `json:"unavailable_calls,omitempty"`
+	// SilentCalls makes the next this-many DoPuts store their frames but never acknowledge them (the
+	// client's ack timeout must notice). A DoPut takes its turn when its setup succeeds (READY).
+	SilentCalls int `json:"silent_calls,omitempty"`
 }
 
 // New returns a server over the warehouse. It does no I/O.
