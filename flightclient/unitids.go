@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/loaderproject/loader/internal/sinkapi"
 	"github.com/loaderproject/loader/partitioner"
 	"github.com/loaderproject/loader/tableschema"
+	"github.com/loaderproject/loader/zerobus"
 )
 
 // EnableUnitIDs asks the target whether it deduplicates data frames by unit id (the embedded sink's
@@ -22,7 +24,21 @@ func (c *Client) EnableUnitIDs(ctx context.Context, table tableschema.TableName,
 		return false, nil
 	}
 	var res sinkapi.UnitIDsResult
-	err := c.action(ctx, table, sinkapi.ActionUnitIDs, "deduplicate by unit id", &res)
+	var err error
+	// A transient failure (a connection reset, a restarting server) is retried as a stream would be.
+	for attempt := 1; ; attempt++ {
+		err = c.action(ctx, table, sinkapi.ActionUnitIDs, "deduplicate by unit id", &res)
+		if err == nil || !zerobus.Retryable(err) || attempt > c.cfg.retries {
+			break
+		}
+		t := time.NewTimer(backoff(attempt, c.cfg.backoffBase, c.cfg.backoffMax))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false, ctx.Err()
+		}
+	}
 	switch {
 	case errors.Is(err, ErrUnsupported):
 		return false, nil
