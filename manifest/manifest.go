@@ -71,12 +71,12 @@ type Manifest struct {
 	// dupRows sums the rows of every Duplicate record (overlaps counted each time); reported sums
 	// what Reported was told. Their difference is what no run's summary has counted yet.
 	dupRows, reported int64
-	f       *os.File
-	w       *bufio.Writer
-	files   map[FileID]*fileState
-	nfiles  int
-	err     error // sticky write error
-	closed  bool
+	f                 *os.File
+	w                 *bufio.Writer
+	files             map[FileID]*fileState
+	nfiles            int
+	err               error // sticky write error
+	closed            bool
 	// written counts flushes that wrote bytes; synced is the last count made durable.
 	written uint64
 
@@ -87,7 +87,7 @@ type Manifest struct {
 type fileState struct {
 	idx      int
 	failed   string // why the last run that read it gave it up, if it did
-	declared bool // its "file" line is in the file (or the buffer)
+	declared bool   // its "file" line is in the file (or the buffer)
 	units    map[int]*unitState
 }
 

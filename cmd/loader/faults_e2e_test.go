@@ -219,4 +219,3 @@ func TestKill9AtLeastOnceReported(t *testing.T) {
 		t.Errorf("status output lacks %q:\n%s", m, human)
 	}
 }
-
