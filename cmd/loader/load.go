@@ -78,9 +78,14 @@ your own.
 At the end, where the target can count rows, the table's growth is compared with the rows
 acknowledged, and a mismatch fails the load. --json prints one object on stdout with the keys files,
 rows, bytes, seconds, rows_per_second, bytes_per_second, streams, retries, skipped_units,
-possibly_duplicated_rows and
-verified_rows (null when the target cannot count), plus rows_read, rows_quarantined, rows_refused
-and failed_files (a list, present when files failed). bytes are Arrow IPC bytes acknowledged.`,
+possibly_duplicated_rows, deduplicated and verified_rows (null when the target cannot count), plus
+rows_read, rows_quarantined, rows_refused and failed_files (a list, present when files failed).
+bytes are Arrow IPC bytes acknowledged.
+
+Ranges are recorded in the manifest as sent before they go out. The embedded sink stores each unit
+range once, so killing the loader or the sink and running the command again loads every row once.
+Into other targets, rows sent again while an earlier send's fate was unknown (after a crash, a
+connection reset, an ack timeout) are counted in possibly_duplicated_rows; loader status lists them.`,
 		Example: `  loader load --table main.default.events --create-table ./data/
   loader load --table main.default.events --limit 100 'data/**/*.parquet'
   loader load --table main.default.events --endpoint grpc://127.0.0.1:8815 --streams 4 data/
