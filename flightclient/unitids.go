@@ -42,8 +42,15 @@ func (c *Client) EnableUnitIDs(ctx context.Context, table tableschema.TableName,
 	switch {
 	case errors.Is(err, ErrUnsupported):
 		return false, nil
+	case err != nil && ctx.Err() != nil:
+		return false, ctx.Err()
+	case err != nil && zerobus.Retryable(err):
+		return false, err // the target is unreachable: the load could not go on anyway
 	case err != nil:
-		return false, err
+		// Any other refusal (a server that answers unknown actions otherwise than Unimplemented)
+		// means no unit ids: the load goes on at least once, and counts what it may duplicate.
+		c.cfg.logger.Debug("the target refused loader.unit-ids; loading at least once", "err", err)
+		return false, nil
 	case !res.UnitIDs:
 		return false, nil
 	}
