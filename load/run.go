@@ -727,10 +727,7 @@ func (p *pipeline) readUnit(fctx context.Context, fr *fileRun, u readers.Unit) e
 				r.To = r.From + take
 			}
 			p.cfg.Progress.RowsRead.Add(r.To - r.From)
-			if err := p.intend(id, u.Index, r, unknown); err != nil {
-				return err
-			}
-			if err := p.send(ctx, fr, u.Index, rec, pos, r); err != nil {
+			if err := p.send(ctx, fr, u.Index, rec, pos, r, unknown); err != nil {
 				return err
 			}
 		}
@@ -781,7 +778,7 @@ func (p *pipeline) intend(id manifest.FileID, unit int, r manifest.Range, unknow
 }
 
 // send casts rows r (unit-relative; rec starts at unit row base) and encodes them into frames.
-func (p *pipeline) send(ctx context.Context, fr *fileRun, unit int, rec arrow.RecordBatch, base int64, r manifest.Range) error {
+func (p *pipeline) send(ctx context.Context, fr *fileRun, unit int, rec arrow.RecordBatch, base int64, r manifest.Range, unknown []manifest.Range) error {
 	sub := rec
 	if r.From != base || r.To != base+rec.NumRows() {
 		sub = rec.NewSlice(r.From-base, r.To-base)
@@ -798,6 +795,11 @@ func (p *pipeline) send(ctx context.Context, fr *fileRun, unit int, rec arrow.Re
 	return p.enc.Encode(out, partitioner.Span{File: fr.idx, Unit: unit, Row: r.From}, func(f *partitioner.Frame) error {
 		size := int64(f.Size())
 		if err := p.budget.Acquire(ctx, size); err != nil {
+			return err
+		}
+		// The frame's intent is durable before it can reach the wire (the channel holds a few).
+		if err := p.intend(p.ids[fr.idx], unit, manifest.Range{From: f.Span.Row, To: f.Span.Row + f.Rows}, unknown); err != nil {
+			p.budget.Release(size)
 			return err
 		}
 		// Counted apart from the budget, so InFlightPeak checks the budget rather than echoing it.
