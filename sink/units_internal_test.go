@@ -37,7 +37,6 @@ func TestUnitTxnsRoundTrip(t *testing.T) {
 	}
 }
 
-
 func TestParseUnitMetaChecksRows(t *testing.T) {
 	meta := unitMetaBytes("u", 10, []unitRange{{10, 20}, {30, 35}})
 	m, ok, err := parseUnitMeta(meta, 15)

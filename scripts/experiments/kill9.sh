@@ -71,10 +71,10 @@ kill -9 "$sink_pid"
 wait "$sink_pid" 2>/dev/null || true
 echo "sink kill"
 serve "$addr"
-wait "$load_pid" || echo "run 3 exited $?"
+wait "$load_pid" || { echo "run 3 exited $?"; tail -5 "$work/load.log"; }
 add_reported "$work/run3.json"
 load "$work/run4.json"
-wait "$load_pid" || echo "run 4 exited $?"
+wait "$load_pid" || { echo "run 4 exited $?"; tail -5 "$work/load.log"; }
 add_reported "$work/run4.json"
 elapsed=$(($(date +%s) - start))
 kill "$sink_pid"
