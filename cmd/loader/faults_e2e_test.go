@@ -100,7 +100,7 @@ func tableIDs(t *testing.T, wh string) map[int64]int {
 	}
 	ids := map[int64]int{}
 	err = tbl.Scan(context.Background(), func(rec arrow.RecordBatch) error {
-		col := rec.Column(int(rec.Schema().FieldIndices("id")[0])).(*array.Int64)
+		col := rec.Column(rec.Schema().FieldIndices("id")[0]).(*array.Int64)
 		for i := range col.Len() {
 			ids[col.Value(i)]++
 		}

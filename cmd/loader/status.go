@@ -124,7 +124,7 @@ func (a *app) printStatus(infos []manifest.Info, table, dir string) {
 			}
 			fmt.Fprintf(tw, "  %s\t%d of %d seen\t%d\t%d\t%d\t%s\n", f.Path, done, len(f.Units), acked, pending, dup, orDash(f.Failed))
 		}
-		tw.Flush()
+		_ = tw.Flush()
 		for _, f := range info.Files {
 			for _, u := range f.Units {
 				if len(u.Pending) > 0 {
