@@ -281,6 +281,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		<-stopped
 	}
 	s.wg.Wait()
+	s.sqlq.abortTransactions() // what no EndTransaction committed is dropped
 
 	s.mu.Lock()
 	s.closed = true
