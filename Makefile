@@ -9,7 +9,7 @@ PKGS     := ./...
 DEMO_DIR  ?= testdata/demo
 DEMO_ROWS ?= 1000000
 
-.PHONY: all check build test test-short vet lint fmt-check tidy-check bench fuzz demo testdata clean
+.PHONY: all check build test test-short soak vet lint fmt-check tidy-check bench fuzz demo testdata clean
 
 all: check build
 
@@ -27,6 +27,13 @@ test:
 ## test-short: the suite without the race detector, for a quick local loop
 test-short:
 	$(GO) test -count=1 -short $(PKGS)
+
+## soak: about 10 minutes of loads into the embedded sink under random faults (loader and sink
+## SIGKILLs, connection cuts, held acks), resumed each time; checks every id is loaded exactly once and
+## the loader's peak RSS, and prints the figures (make test runs a 20 s version). SOAK=30m for longer.
+SOAK ?= 10m
+soak:
+	LOADER_SOAK=$(SOAK) $(GO) test -count=1 -timeout 60m -run '^TestSoak$$' -v ./cmd/loader/
 
 vet:
 	$(GO) vet $(PKGS)

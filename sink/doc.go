@@ -51,8 +51,10 @@
 //
 // With tokens configured (WithTokens), every RPC needs "authorization: Bearer <token>", else
 // Unauthenticated. Faults (WithFaults, SetFaults, or the sinkapi.ActionFaults action) inject stream
-// drops, ack delays, rotation requests and Unavailable calls deterministically, for clients' recovery
-// tests; they are off by default.
+// drops, ack delays, silent calls, rotation requests and Unavailable calls deterministically, for
+// clients' recovery tests; they are off by default. The action is served only with WithTestFaults
+// (loader serve --test-faults); otherwise it answers PermissionDenied, so no client can inject faults
+// into a production sink.
 //
 // # Memory
 //
@@ -79,9 +81,17 @@
 // token grants (PermissionDenied with error 4024 otherwise), and refuses the sink's own actions on
 // Zerobus calls, as the service has none.
 //
-// # Exactly-once (planned)
+// # Exactly-once by unit id
 //
-// Each log record has a metadata section, empty today, that is meant to carry the loader's unit id.
-// The committer will collect the ids of the records it commits and record them in the same Delta
-// commit, so an already-committed unit can be acknowledged without being stored twice.
+// The sinkapi.ActionUnitIDs action ("loader.unit-ids") tells a loader the sink stores each unit range
+// once (WithUnitIDs(false) turns it off). The loader then tags every data frame's app_metadata with
+// {"unit":"<id>","from":F,"to":T} next to its offset_id: the frame holds rows [F, T) of the source
+// unit <id> (file version, unit index and manifest epoch). The sink keeps, per table, the ranges of
+// every unit it holds; a frame's rows already held, or on their way into the log from another
+// stream, are not stored again, and the frame is acknowledged once the records holding them are
+// durable. The rest of the frame is logged with its unit id and kept ranges in the record's meta
+// section (the same record as its rows), and the Delta commit that takes the record adds, in the
+// same commit as the rows, one txn action per merged range: appId "loader-unit:<id>@<F>", version
+// <T>. After a restart the ranges come back from the table's txn actions and the uncommitted log
+// records, so a loader or sink killed at any moment, then run again, leaves each row once.
 package sink

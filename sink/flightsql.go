@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
+	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -32,10 +34,20 @@ const (
 type sqlServer struct {
 	flightsql.BaseServer
 	s *Server
+
+	txMu sync.Mutex
+	txns map[string]*sqlTxn // open ingest transactions by id
+}
+
+// sqlTxn is an open transaction: at most one ingest call, staged until EndTransaction.
+type sqlTxn struct {
+	used   bool
+	w      *warehouse.Writer
+	commit func(context.Context) (warehouse.CommitResult, error)
 }
 
 func newSQLServer(s *Server) *sqlServer {
-	q := &sqlServer{s: s}
+	q := &sqlServer{s: s, txns: map[string]*sqlTxn{}}
 	q.Alloc = s.cfg.mem
 	for id, v := range map[flightsql.SqlInfo]any{
 		flightsql.SqlInfoFlightSqlServerName:                        ServerName,
@@ -44,10 +56,10 @@ func newSQLServer(s *Server) *sqlServer {
 		flightsql.SqlInfoFlightSqlServerReadOnly:                    false,
 		flightsql.SqlInfoFlightSqlServerSql:                         true, // SELECT count(*) only: see flightsql_query.go
 		flightsql.SqlInfoFlightSqlServerSubstrait:                   false,
-		flightsql.SqlInfoFlightSqlServerTransaction:                 int32(flightsql.SqlTransactionNone),
+		flightsql.SqlInfoFlightSqlServerTransaction:                 int32(flightsql.SqlTransactionTransaction),
 		flightsql.SqlInfoFlightSqlServerCancel:                      false,
 		flightsql.SqlInfoFlightSqlServerBulkIngestion:               true,
-		flightsql.SqlInfoFlightSqlServerIngestTransactionsSupported: false,
+		flightsql.SqlInfoFlightSqlServerIngestTransactionsSupported: true,
 		flightsql.SqlInfoFlightSqlServerStatementTimeout:            int32(0),
 		flightsql.SqlInfoFlightSqlServerTransactionTimeout:          int32(0),
 	} {
@@ -58,22 +70,74 @@ func newSQLServer(s *Server) *sqlServer {
 	return q
 }
 
-var errNoTransactions = status.Error(codes.Unimplemented,
-	"the loader sink does not support transactions (FLIGHT_SQL_SERVER_TRANSACTION is NONE; each ingest call commits on its own)")
+var errNoSavepoints = status.Error(codes.Unimplemented, "the loader sink has no savepoints")
 
-// BeginTransaction is refused: the sink has no transactions.
+// BeginTransaction opens an ingest transaction: one CommandStatementIngest with its id is staged, and
+// committed (in one Delta commit) or dropped by EndTransaction.
 func (q *sqlServer) BeginTransaction(context.Context, flightsql.ActionBeginTransactionRequest) ([]byte, error) {
-	return nil, errNoTransactions
+	id := uuid.NewString()
+	q.txMu.Lock()
+	defer q.txMu.Unlock()
+	q.txns[id] = &sqlTxn{}
+	return []byte(id), nil
 }
 
-// BeginSavepoint is refused: the sink has no transactions.
+// BeginSavepoint is refused: the sink has no savepoints.
 func (q *sqlServer) BeginSavepoint(context.Context, flightsql.ActionBeginSavepointRequest) ([]byte, error) {
-	return nil, errNoTransactions
+	return nil, errNoSavepoints
 }
 
-// EndTransaction is refused: the sink has no transactions.
-func (q *sqlServer) EndTransaction(context.Context, flightsql.ActionEndTransactionRequest) error {
-	return errNoTransactions
+// EndTransaction commits or rolls back what the transaction's ingest call staged.
+func (q *sqlServer) EndTransaction(ctx context.Context, req flightsql.ActionEndTransactionRequest) error {
+	id := string(req.GetTransactionId())
+	q.txMu.Lock()
+	tx := q.txns[id]
+	delete(q.txns, id)
+	q.txMu.Unlock()
+	if tx == nil {
+		return status.Errorf(codes.NotFound, "transaction %q is not open", id)
+	}
+	if tx.w == nil {
+		return nil // nothing staged (or discard mode)
+	}
+	if req.GetAction() != flightsql.EndTransactionCommit {
+		tx.w.Abort()
+		return nil
+	}
+	defer tx.w.Abort() // a no-op after a commit
+	res, err := tx.commit(ctx)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "commit transaction %q: %v", id, err)
+	}
+	q.s.log.Debug("sink: Flight SQL ingest transaction committed", "rows", res.Rows, "version", res.Version)
+	return nil
+}
+
+// abortTransactions drops what open transactions staged (at shutdown).
+func (q *sqlServer) abortTransactions() {
+	q.txMu.Lock()
+	defer q.txMu.Unlock()
+	for id, tx := range q.txns {
+		if tx.w != nil {
+			tx.w.Abort()
+		}
+		delete(q.txns, id)
+	}
+}
+
+// takeTxn claims an open transaction for one ingest call.
+func (q *sqlServer) takeTxn(id []byte) (*sqlTxn, error) {
+	q.txMu.Lock()
+	defer q.txMu.Unlock()
+	tx := q.txns[string(id)]
+	switch {
+	case tx == nil:
+		return nil, status.Errorf(codes.NotFound, "CommandStatementIngest: transaction %q is not open", id)
+	case tx.used:
+		return nil, status.Errorf(codes.FailedPrecondition, "CommandStatementIngest: transaction %q already holds an ingest call; the loader sink takes one per transaction", id)
+	}
+	tx.used = true
+	return tx, nil
 }
 
 // ingestName resolves the command's table, defaulting catalog and schema.
@@ -103,8 +167,12 @@ func (q *sqlServer) DoPutCommandStatementIngest(ctx context.Context, cmd flights
 	if cmd.GetTemporary() {
 		return 0, status.Error(codes.Unimplemented, "CommandStatementIngest: temporary tables are not supported by the loader sink")
 	}
-	if len(cmd.GetTransactionId()) > 0 {
-		return 0, status.Error(codes.Unimplemented, "CommandStatementIngest: transactions are not supported by the loader sink (FLIGHT_SQL_SERVER_INGEST_TRANSACTIONS_SUPPORTED is false)")
+	var tx *sqlTxn
+	if id := cmd.GetTransactionId(); len(id) > 0 {
+		var err error
+		if tx, err = q.takeTxn(id); err != nil {
+			return 0, err
+		}
 	}
 	name, err := ingestName(cmd)
 	if err != nil {
@@ -184,10 +252,17 @@ func (q *sqlServer) DoPutCommandStatementIngest(ctx context.Context, cmd flights
 	if err != nil {
 		return 0, status.Errorf(codes.InvalidArgument, "%v", err)
 	}
-	var w *warehouse.Writer
+	var (
+		w      *warehouse.Writer
+		staged bool
+	)
 	if !s.cfg.discard {
 		w = t.NewWriter(warehouse.WithSchema(target))
-		defer w.Abort()
+		defer func() {
+			if !staged { // else a transaction took it
+				w.Abort()
+			}
+		}()
 	}
 	var rows, batch int64
 	check := warehouse.NewChecker(target)
@@ -214,9 +289,21 @@ func (q *sqlServer) DoPutCommandStatementIngest(ctx context.Context, cmd flights
 		return w.Commit(ctx, co)
 	}
 	var res warehouse.CommitResult
-	if overwrite {
+	switch {
+	case tx != nil:
+		// Staged: EndTransaction commits it (or drops it). The writer outlives this call.
+		q.txMu.Lock()
+		tx.w = w
+		tx.commit = commit
+		if overwrite {
+			tx.commit = func(ctx context.Context) (warehouse.CommitResult, error) { return q.replace(ctx, name, target, commit) }
+		}
+		staged = true
+		q.txMu.Unlock()
+		return rows, nil
+	case overwrite:
 		res, err = q.replace(ctx, name, target, commit)
-	} else {
+	default:
 		res, err = commit(ctx)
 	}
 	if err != nil {

@@ -64,7 +64,7 @@ func parseCount(query string) (tableschema.TableName, error) {
 // GetFlightInfoStatement plans the count statement; the ticket carries the statement itself.
 func (q *sqlServer) GetFlightInfoStatement(ctx context.Context, cmd flightsql.StatementQuery, desc *flight.FlightDescriptor) (*flight.FlightInfo, error) {
 	if len(cmd.GetTransactionId()) > 0 {
-		return nil, errNoTransactions
+		return nil, status.Error(codes.Unimplemented, "the loader sink runs queries outside transactions only (its transactions hold one ingest call)")
 	}
 	name, err := parseCount(cmd.GetQuery())
 	if err != nil {

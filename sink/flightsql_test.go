@@ -116,7 +116,7 @@ func TestFlightSQLIngest(t *testing.T) {
 		{"create again fails", &flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"), TableDefinitionOptions: opts(create, failEx)}, 100, 10, codes.AlreadyExists, 100},
 		{"append", &flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"), TableDefinitionOptions: opts(failNE, appendO)}, 100, 50, codes.OK, 150},
 		{"temporary", &flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"), Temporary: true, TableDefinitionOptions: opts(failNE, appendO)}, 0, 1, codes.Unimplemented, 150},
-		{"transaction", &flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"), TransactionId: []byte("tx"), TableDefinitionOptions: opts(failNE, appendO)}, 0, 1, codes.Unimplemented, 150},
+		{"transaction", &flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"), TransactionId: []byte("tx"), TableDefinitionOptions: opts(failNE, appendO)}, 0, 1, codes.NotFound, 150},
 		{"unspecified if_exists", &flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"), TableDefinitionOptions: &flightsql.TableDefinitionOptions{}}, 0, 1, codes.InvalidArgument, 150},
 	}
 	for _, s := range steps {
@@ -213,9 +213,9 @@ func checkSqlInfo(t *testing.T, cl *flightsql.Client, mem memory.Allocator) {
 		}
 	}
 	if got[uint32(flightsql.SqlInfoFlightSqlServerBulkIngestion)] != true ||
-		got[uint32(flightsql.SqlInfoFlightSqlServerIngestTransactionsSupported)] != false ||
+		got[uint32(flightsql.SqlInfoFlightSqlServerIngestTransactionsSupported)] != true ||
 		got[uint32(flightsql.SqlInfoFlightSqlServerName)] != sink.ServerName {
-		t.Errorf("GetSqlInfo = %v; want bulk ingestion true, ingest transactions false, the server name", got)
+		t.Errorf("GetSqlInfo = %v; want bulk ingestion true, ingest transactions true, the server name", got)
 	}
 }
 
@@ -338,9 +338,60 @@ func TestFlightSQLUnsupported(t *testing.T) {
 	if _, err := cl.Execute(t.Context(), "SELECT 1"); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "SELECT count(*) FROM <table>") {
 		t.Errorf("Execute(SELECT 1) = %v; want InvalidArgument naming the one statement the sink runs", err)
 	}
-	if _, err := cl.BeginTransaction(t.Context()); status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "transactions") {
-		t.Errorf("BeginTransaction = %v; want Unimplemented naming transactions", err)
+}
+
+// TestFlightSQLIngestTransaction: an ingest call in a transaction is visible only once the
+// transaction commits, and never after a rollback; a transaction takes one ingest call.
+func TestFlightSQLIngestTransaction(t *testing.T) {
+	e := start(t, "")
+	cl := &flightsql.Client{Client: flight.NewClientFromConn(e.conn, nil), Alloc: memory.DefaultAllocator}
+	name := tableschema.TableName{Catalog: "main", Schema: "sales", Table: "orders"}
+	opts := &flightsql.TableDefinitionOptions{IfNotExist: flightsql.TableDefinitionOptionsTableNotExistOptionCreate,
+		IfExists: flightsql.TableDefinitionOptionsTableExistsOptionAppend}
+	ingest := func(tx *flightsql.Txn, from, n int) (int64, error) {
+		rec := sqlBatch(t, memory.DefaultAllocator, sqlSource, from, n)
+		defer rec.Release()
+		rdr, err := array.NewRecordReader(sqlSource, []arrow.RecordBatch{rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rdr.Release()
+		return cl.ExecuteIngest(t.Context(), rdr, &flightsql.ExecuteIngestOpts{Table: "orders", Catalog: ptr("main"), Schema: ptr("sales"),
+			TransactionId: tx.ID(), TableDefinitionOptions: opts})
 	}
+	tx, err := cl.BeginTransaction(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := ingest(tx, 0, 40); err != nil || n != 40 {
+		t.Fatalf("ingest in a transaction = %d, %v", n, err)
+	}
+	if _, err := ingest(tx, 40, 5); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("second ingest in the transaction = %v; want FailedPrecondition", err)
+	}
+	if c := e.flushCount(name); c.Committed != 0 {
+		t.Errorf("before the commit: %d rows visible; want 0", c.Committed)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.flushCount(name); c.Committed != 40 {
+		t.Errorf("after the commit: %d rows; want 40", c.Committed)
+	}
+	tx2, err := cl.BeginTransaction(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ingest(tx2, 40, 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx2.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.flushCount(name); c.Committed != 40 {
+		t.Errorf("after a rollback: %d rows; want 40", c.Committed)
+	}
+	sameRows(t, scan(t, e.wh, name), sqlExpected(0, 40))
 }
 
 // TestFlightSQLIngestMemoryLimit: a compressed buffer claiming 200 GiB decompressed fails the

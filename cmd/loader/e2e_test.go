@@ -178,7 +178,7 @@ func parseSummary(t *testing.T, stdout string) load.Summary {
 	if err := json.Unmarshal([]byte(stdout), &raw); err != nil {
 		t.Fatalf("--json output %q is not one JSON object: %v", stdout, err)
 	}
-	for _, k := range []string{"files", "rows", "bytes", "seconds", "rows_per_second", "bytes_per_second", "streams", "retries", "skipped_units", "verified_rows"} {
+	for _, k := range []string{"files", "rows", "bytes", "seconds", "rows_per_second", "bytes_per_second", "streams", "retries", "skipped_units", "possibly_duplicated_rows", "verified_rows"} {
 		if _, ok := raw[k]; !ok {
 			t.Errorf("--json output lacks key %q: %s", k, stdout)
 		}
