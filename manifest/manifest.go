@@ -44,7 +44,9 @@ type FileID struct {
 	Path        string `json:"path"`
 	Size        int64  `json:"size"`
 	ModTimeNano int64  `json:"mtime_ns"`
-	Schema      string `json:"schema"` // fingerprint of the file's Arrow schema
+	// ETag is an object-store source's version tag (ETag or GCS generation); "" for local files.
+	ETag   string `json:"etag,omitempty"`
+	Schema string `json:"schema"` // fingerprint of the file's Arrow schema
 }
 
 // Range is a half-open row range [From, To) within a unit.
