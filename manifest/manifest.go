@@ -429,6 +429,10 @@ func appendFileLine(b []byte, idx int, id FileID) []byte {
 	b = strconv.AppendInt(b, id.Size, 10)
 	b = append(b, `,"mtime_ns":`...)
 	b = strconv.AppendInt(b, id.ModTimeNano, 10)
+	if id.ETag != "" {
+		b = append(b, `,"etag":`...)
+		b = appendJSONString(b, id.ETag)
+	}
 	b = append(b, `,"schema":`...)
 	b = appendJSONString(b, id.Schema)
 	return append(b, "}\n"...)
