@@ -50,4 +50,3 @@ func objectSummary(sum *Summary, cfg *Config, start objectCounts) {
 	sum.ObjectRequests = now.requests - start.requests
 	sum.ObjectBytes = now.bytes - start.bytes
 }
-
