@@ -155,15 +155,20 @@ type span struct {
 	data []byte
 }
 
-// Bytes is how many bytes the prefetch holds.
+// Bytes is how many bytes the prefetch fetched.
 func (p *Prefetched) Bytes() int64 { return p.bytes }
 
 // Prefetch fetches ranges of the object: ranges that touch or overlap (or lie within gap bytes of
 // each other) are merged into one request, requests longer than the store's range size are split,
 // and the requests run in parallel, at most the store's parallelism at once. Ranges past the
-// object's size are cut at it.
+// object's size are cut at it, and bytes the tail (ReadTail) holds are not fetched again.
 func (r *Reader) Prefetch(ctx context.Context, ranges []Range, gap int64) (*Prefetched, error) {
-	merged := mergeRanges(ranges, gap, r.obj.Size)
+	r.mu.Lock()
+	tail := r.tail
+	r.mu.Unlock()
+	tailStart := r.obj.Size - int64(len(tail))
+	// the bytes the tail holds are not fetched again
+	merged := mergeRanges(ranges, gap, tailStart)
 	var reqs []Range
 	for _, m := range merged {
 		for off := m.Off; off < m.Off+m.Len; off += r.s.opts.rangeBytes {
@@ -181,6 +186,9 @@ func (r *Reader) Prefetch(ctx context.Context, ranges []Range, gap int64) (*Pref
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	if len(tail) > 0 {
+		p.spans = append(p.spans, span{off: tailStart, data: tail})
 	}
 	return p, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"sync"
@@ -79,6 +80,9 @@ type Store struct {
 
 	requests atomic.Int64
 	bytes    atomic.Int64
+
+	// transport carries the S3 buckets' requests; Close closes its idle connections.
+	transport *http.Transport
 }
 
 type bucketEntry struct {
@@ -93,7 +97,11 @@ func New(opts ...Option) *Store {
 	for _, f := range opts {
 		f(&o)
 	}
-	return &Store{opts: o, buckets: map[string]*bucketEntry{}}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// parallel ranged GETs from several decoders: keep their connections for reuse
+	tr.MaxIdleConnsPerHost = max(64, 4*o.parallel)
+	tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
+	return &Store{opts: o, buckets: map[string]*bucketEntry{}, transport: tr}
 }
 
 // Stats reports the requests made (one per GET, HEAD, list page or PUT; the SDK's retries not
@@ -111,6 +119,7 @@ func (s *Store) Close() error {
 		}
 	}
 	s.buckets = map[string]*bucketEntry{}
+	s.transport.CloseIdleConnections()
 	return errors.Join(errs...)
 }
 
@@ -196,6 +205,7 @@ func (s *Store) openS3(ctx context.Context, loc Location) (*blob.Bucket, error) 
 	if err != nil {
 		return nil, err
 	}
+	cfg.HTTPClient = &http.Client{Transport: s.transport}
 	cfg.Retryer = func() aws.Retryer {
 		return retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = s.opts.maxAttempts

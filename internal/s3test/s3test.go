@@ -210,3 +210,11 @@ func (s *Server) AddUser(t testing.TB, access, secret string) {
 		t.Fatalf("versitygw admin create-user: %v\n%s", err, out)
 	}
 }
+
+// Delete removes an object.
+func (s *Server) Delete(t testing.TB, bucket, key string) {
+	t.Helper()
+	if _, err := s.client.DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)}); err != nil {
+		t.Fatalf("delete s3://%s/%s: %v", bucket, key, err)
+	}
+}
