@@ -57,7 +57,13 @@ func openIPCFile(ctx context.Context, f File, cfg *config) (src unitSource, err 
 	var batchRows []int64
 	err = guard(func() error {
 		var err error
-		if batchRows, err = ipcguard.CheckFile(fh, f.Size, 0, -1); err != nil {
+		// An object's record batches are checked as each unit reads them, not all at open: their
+		// metadata lie all over the object, one request each (rows then are unknown until read).
+		end := -1
+		if s.obj != nil {
+			end = 0
+		}
+		if batchRows, err = ipcguard.CheckFile(fh, f.Size, 0, end); err != nil {
 			return err
 		}
 		r, err := ipc.NewFileReader(io.NewSectionReader(fh, 0, f.Size), ipcOptions(s.mem, f.Size)...)
@@ -129,7 +135,12 @@ func (s *ipcFileSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 	first, end := s.batchRange(unit)
 	var ra io.ReaderAt = s.fh
 	if s.obj != nil {
-		ra = s.obj.Blocks(ipcBlockBytes, 2) // this unit's messages, read forward in blocks
+		pf, release, err := s.prefetch(ctx, first, end)
+		if err != nil {
+			return err
+		}
+		defer release()
+		ra = pf
 	}
 	err := st.run(ctx, func() error {
 		// Open checked every message; the reader built here reads the footer and dictionaries

@@ -269,8 +269,29 @@ func (s *parquetSource) prefetch(ctx context.Context, unit int) (io.ReaderAt, fu
 	return pf, release, nil
 }
 
-// ipcBlockBytes is the size of the blocks an Arrow IPC object's units are fetched in.
-const ipcBlockBytes = 4 << 20
+// prefetch fetches the bytes of record batches [first, end) of an Arrow IPC object, as far as their
+// even share of the object tells, widened by one batch's share on each side, in parallel ranged
+// GETs counted in the prefetch budget until release. The footer and dictionaries come from the
+// tail read at open; a read outside what was fetched costs a GET of its own.
+func (s *ipcFileSource) prefetch(ctx context.Context, first, end int) (io.ReaderAt, func(), error) {
+	per := s.f.Size / int64(max(s.batches, 1))
+	from := max(0, s.f.Size*int64(first)/int64(max(s.batches, 1))-per)
+	to := min(s.f.Size, s.f.Size*int64(end)/int64(max(s.batches, 1))+per)
+	total := to - from
+	release := func() {}
+	if b := s.cfg.prefetch; b != nil {
+		if err := b.Acquire(ctx, total); err != nil {
+			return nil, nil, err
+		}
+		release = func() { b.Release(total) }
+	}
+	pf, err := s.obj.Prefetch(ctx, []objstore.Range{{Off: from, Len: total}}, 0)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return pf, release, nil
+}
 
 // openStream opens f for a sequential read from its start: the bytes to check at random (local:
 // the file; object: exact ranged GETs) and the reader. For an object the reader is one GET with
