@@ -24,15 +24,19 @@ func ipcOptions(mem memory.Allocator, size int64) []ipc.Option {
 
 // ipcFileSource reads an Arrow IPC file; a unit is a run of consecutive record batches.
 type ipcFileSource struct {
-	f       File
-	cfg     *config
-	fh      readerAtCloser
-	obj     *objstore.Reader // fh, when the file is an object
-	mem     memory.Allocator
-	schema  *arrow.Schema
-	batches int
-	group   int // batches per unit
-	units   []Unit
+	f   File
+	cfg *config
+	fh  readerAtCloser
+	obj *objstore.Reader // fh, when the file is an object
+	// dicts and records are an object's message blocks from its footer (blocksOK), which units
+	// prefetch.
+	dicts, records []ipcguard.Block
+	blocksOK       bool
+	mem            memory.Allocator
+	schema         *arrow.Schema
+	batches        int
+	group          int // batches per unit
+	units          []Unit
 }
 
 func openIPCFile(ctx context.Context, f File, cfg *config) (src unitSource, err error) {
@@ -65,6 +69,9 @@ func openIPCFile(ctx context.Context, f File, cfg *config) (src unitSource, err 
 		}
 		if batchRows, err = ipcguard.CheckFile(fh, f.Size, 0, end); err != nil {
 			return err
+		}
+		if s.obj != nil {
+			s.dicts, s.records, s.blocksOK = ipcguard.FileBlocks(fh, f.Size)
 		}
 		r, err := ipc.NewFileReader(io.NewSectionReader(fh, 0, f.Size), ipcOptions(s.mem, f.Size)...)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 
+	"github.com/loaderproject/loader/internal/ipcguard"
 	"github.com/loaderproject/loader/objstore"
 )
 
@@ -269,15 +270,28 @@ func (s *parquetSource) prefetch(ctx context.Context, unit int) (io.ReaderAt, fu
 	return pf, release, nil
 }
 
-// prefetch fetches the bytes of record batches [first, end) of an Arrow IPC object, as far as their
-// even share of the object tells, widened by one batch's share on each side, in parallel ranged
-// GETs counted in the prefetch budget until release. The footer and dictionaries come from the
-// tail read at open; a read outside what was fetched costs a GET of its own.
+// prefetch fetches the messages of record batches [first, end) of an Arrow IPC object and its
+// dictionaries, as its footer places them (or, when the footer cannot be read here, their even
+// share of the object widened by a batch's share each side), with merged parallel ranged GETs
+// counted in the prefetch budget until release. A read outside them costs a GET of its own.
 func (s *ipcFileSource) prefetch(ctx context.Context, first, end int) (io.ReaderAt, func(), error) {
-	per := s.f.Size / int64(max(s.batches, 1))
-	from := max(0, s.f.Size*int64(first)/int64(max(s.batches, 1))-per)
-	to := min(s.f.Size, s.f.Size*int64(end)/int64(max(s.batches, 1))+per)
-	total := to - from
+	var ranges []objstore.Range
+	if s.blocksOK && end <= len(s.records) {
+		for _, b := range append(append([]ipcguard.Block(nil), s.dicts...), s.records[first:end]...) {
+			ranges = append(ranges, objstore.Range{Off: b.Off, Len: b.Len})
+		}
+	} else {
+		n := int64(max(s.batches, 1))
+		per := s.f.Size / n
+		from := max(0, s.f.Size*int64(first)/n-per)
+		to := min(s.f.Size, s.f.Size*int64(end)/n+per)
+		ranges = []objstore.Range{{Off: from, Len: to - from}}
+	}
+	var total int64
+	for _, r := range ranges {
+		total += r.Len
+	}
+	total = min(total, s.f.Size)
 	release := func() {}
 	if b := s.cfg.prefetch; b != nil {
 		if err := b.Acquire(ctx, total); err != nil {
@@ -285,7 +299,7 @@ func (s *ipcFileSource) prefetch(ctx context.Context, first, end int) (io.Reader
 		}
 		release = func() { b.Release(total) }
 	}
-	pf, err := s.obj.Prefetch(ctx, []objstore.Range{{Off: from, Len: total}}, 0)
+	pf, err := s.obj.Prefetch(ctx, ranges, prefetchGap)
 	if err != nil {
 		release()
 		return nil, nil, err

@@ -102,52 +102,63 @@ func TestDiscoverObjects(t *testing.T) {
 	}
 }
 
-// TestParquetObjectReadsLikeLocal reads a Parquet object by ranged GETs and checks the values match
-// the local file's, with one request for the footer and at most one per row group.
-func TestParquetObjectReadsLikeLocal(t *testing.T) {
+// TestObjectReadsLikeLocal reads Parquet and Arrow IPC file objects by ranged GETs and checks the
+// values match the local file's, with one request for the footer and at most one per unit (a
+// Parquet row group, a run of IPC batches), each byte read about once.
+func TestObjectReadsLikeLocal(t *testing.T) {
 	srv, st := objectStore(t)
-	local := filepath.Join(t.TempDir(), "f.parquet")
-	if err := fixture.WriteParquet(local, 0, 5000, 1000); err != nil {
-		t.Fatal(err)
-	}
-	srv.PutFile(t, "data", "f.parquet", local)
-	ctx := context.Background()
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
+	for _, c := range []struct {
+		name  string
+		write func(string) error
+	}{
+		{"f.parquet", func(p string) error { return fixture.WriteParquet(p, 0, 5000, 1000) }},
+		{"f.arrow", func(p string) error { return fixture.WriteIPC(p, 0, 5000, 1000, false) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			local := filepath.Join(t.TempDir(), c.name)
+			if err := c.write(local); err != nil {
+				t.Fatal(err)
+			}
+			srv.PutFile(t, "data", c.name, local)
+			ctx := context.Background()
+			mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+			defer mem.AssertSize(t, 0)
 
-	files, err := readers.Discover(ctx, []string{"s3://data/f.parquet"}, readers.WithObjectStore(st))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req0, bytes0 := st.Stats()
-	budget := &countingBudget{}
-	src, err := readers.Open(ctx, files[0], readers.WithAllocator(mem), readers.WithPrefetchBudget(budget, 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := collect(t, src, 0)
-	defer got.Release()
-	src.Close()
-	req, byt := st.Stats()
-	if units := int64(len(src.Units())); req-req0 > 1+units || req-req0 < 2 {
-		t.Errorf("%d requests for a footer and %d row groups; want at most one each (a row group within the footer's read needs none)", req-req0, units)
-	}
-	if amp := float64(byt-bytes0) / float64(files[0].Size); amp > 1.1 {
-		t.Errorf("read %d bytes of a %d-byte object (%.2fx)", byt-bytes0, files[0].Size, amp)
-	}
-	if budget.max <= 0 || budget.held != 0 {
-		t.Errorf("prefetch budget: most held %d, held at the end %d; want some, then none", budget.max, budget.held)
-	}
-
-	lsrc, err := readers.Open(ctx, readers.File{Path: local}, readers.WithAllocator(mem))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := collect(t, lsrc, 0)
-	defer want.Release()
-	lsrc.Close()
-	if !array.RecordEqual(got, want) {
-		t.Error("the object's rows differ from the local file's")
+			files, err := readers.Discover(ctx, []string{"s3://data/" + c.name}, readers.WithObjectStore(st))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req0, bytes0 := st.Stats()
+			budget := &countingBudget{}
+			src, err := readers.Open(ctx, files[0], readers.WithAllocator(mem), readers.WithPrefetchBudget(budget, 0), readers.WithBatchBytes(64<<10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := collect(t, src, 0)
+			defer got.Release()
+			src.Close()
+			req, byt := st.Stats()
+			units := int64(len(src.Units()))
+			if units < 2 || req-req0 > 1+units || req-req0 < 2 {
+				t.Errorf("%d requests for a footer and %d units; want at most one each (a unit within the footer's read needs none)", req-req0, units)
+			}
+			if amp := float64(byt-bytes0) / float64(files[0].Size); amp > 1.1 {
+				t.Errorf("read %d bytes of a %d-byte object (%.2fx)", byt-bytes0, files[0].Size, amp)
+			}
+			if budget.max <= 0 || budget.held != 0 {
+				t.Errorf("prefetch budget: most held %d, held at the end %d; want some, then none", budget.max, budget.held)
+			}
+			lsrc, err := readers.Open(ctx, readers.File{Path: local}, readers.WithAllocator(mem), readers.WithBatchBytes(64<<10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := collect(t, lsrc, 0)
+			defer want.Release()
+			lsrc.Close()
+			if !array.RecordEqual(got, want) {
+				t.Error("the object's rows differ from the local file's")
+			}
+		})
 	}
 }
 
