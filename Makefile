@@ -9,7 +9,7 @@ PKGS     := ./...
 DEMO_DIR  ?= testdata/demo
 DEMO_ROWS ?= 1000000
 
-.PHONY: all check build test test-short soak vet lint fmt-check tidy-check bench fuzz demo testdata clean
+.PHONY: all check build test test-short soak vet lint fmt-check tidy-check bench fuzz demo testdata clean versitygw bench-objects
 
 all: check build
 
@@ -20,8 +20,18 @@ build:
 ## check: what a reviewer runs before merging (lint includes fmt-check)
 check: fmt-check vet lint test
 
+## versitygw: the S3-compatible server (Apache-2.0) the object-store tests run on loopback, built once
+## into bin/ (tests skip, saying so, only when it cannot be built)
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW         := bin/versitygw
+versitygw: $(VERSITYGW)
+$(VERSITYGW):
+	@mkdir -p bin
+	GOBIN=$(CURDIR)/bin $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION) || \
+	  echo "versitygw $(VERSITYGW_VERSION) could not be built: the object-store tests will skip"
+
 ## test: the full test suite with the race detector (what CI runs)
-test:
+test: versitygw
 	$(GO) test -race -count=1 -timeout 14m $(PKGS)
 
 ## test-short: the suite without the race detector, for a quick local loop
@@ -65,6 +75,15 @@ fuzz:
 	    echo "fuzz $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+## bench-objects: loads the same generated Parquet, CSV and IPC files from local disk and from versitygw
+## on loopback into a discard sink; prints bucket ÷ local throughput, requests per file and read
+## amplification (BENCH_OBJECTS_ROWS rows in 8 files per format), and writes them to BENCH_OUT/objects.json
+BENCH_OBJECTS_ROWS ?= 1000000
+bench-objects: versitygw
+	@mkdir -p $(BENCH_OUT)
+	LOADER_BENCH_OBJECTS=1 LOADER_BENCH_OBJECTS_ROWS=$(BENCH_OBJECTS_ROWS) LOADER_BENCH_OBJECTS_OUT=$(CURDIR)/$(BENCH_OUT)/objects.json \
+	  $(GO) test -count=1 -timeout 30m -run '^TestBenchObjects$$' -v ./cmd/loader/ | grep -v '^=== '
 
 ## testdata: generate the demo dataset under testdata/demo
 testdata: build

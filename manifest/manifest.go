@@ -45,7 +45,9 @@ type FileID struct {
 	Path        string `json:"path"`
 	Size        int64  `json:"size"`
 	ModTimeNano int64  `json:"mtime_ns"`
-	Schema      string `json:"schema"` // fingerprint of the file's Arrow schema
+	// ETag is an object-store source's version tag (ETag or GCS generation); "" for local files.
+	ETag   string `json:"etag,omitempty"`
+	Schema string `json:"schema"` // fingerprint of the file's Arrow schema
 	// Layout fingerprints how the reader splits the file into units (their count and byte sizes), so
 	// a run that would split it differently (other CSV split points) does not reuse unit numbers that
 	// mean other rows. Empty in format 1 manifests; such a file matches any layout.
@@ -534,6 +536,10 @@ func appendFileLine(b []byte, idx int, id FileID) []byte {
 	b = strconv.AppendInt(b, id.Size, 10)
 	b = append(b, `,"mtime_ns":`...)
 	b = strconv.AppendInt(b, id.ModTimeNano, 10)
+	if id.ETag != "" {
+		b = append(b, `,"etag":`...)
+		b = appendJSONString(b, id.ETag)
+	}
 	b = append(b, `,"schema":`...)
 	b = appendJSONString(b, id.Schema)
 	if id.Layout != "" {

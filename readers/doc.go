@@ -18,6 +18,17 @@
 // CSV); magic bytes win over the extension. WithInclude and WithExclude filter with globs, and
 // key=value directories between a source and a file are recorded as File.Partitions.
 //
+// # Object stores
+//
+// With WithObjectStore, sources may be s3://, gs:// and azblob:// URLs (a prefix, one object or a
+// glob), found as local files are (the same skipping, filters, partitions and lexical order) by a
+// paged listing; DiscoverFunc hands each file over as its page arrives. Such a File's Path is its
+// URL, and it carries its ETag and its objstore.Store, through which Open reads that version of it
+// only (a rewritten object fails with objstore.ErrChanged). A Parquet object's footer comes with one
+// suffix-range request and each row group's column chunks with merged, parallel ranged GETs, held
+// in WithPrefetchBudget; an Arrow IPC file's units are prefetched alike; CSV and IPC streams are read
+// in order with read-ahead, and an object CSV is one unit.
+//
 // # Formats
 //
 // Parquet is read with arrow-go's parquet/file and pqarrow: one unit per row group, read in batches

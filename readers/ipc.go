@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -13,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/loaderproject/loader/internal/ipcguard"
+	"github.com/loaderproject/loader/objstore"
 )
 
 // ipcOptions bounds what a corrupt file can make the IPC reader allocate: no message body or
@@ -24,18 +24,23 @@ func ipcOptions(mem memory.Allocator, size int64) []ipc.Option {
 
 // ipcFileSource reads an Arrow IPC file; a unit is a run of consecutive record batches.
 type ipcFileSource struct {
-	f       File
-	cfg     *config
-	fh      *os.File
-	mem     memory.Allocator
-	schema  *arrow.Schema
-	batches int
-	group   int // batches per unit
-	units   []Unit
+	f   File
+	cfg *config
+	fh  readerAtCloser
+	obj *objstore.Reader // fh, when the file is an object
+	// dicts and records are an object's message blocks from its footer (blocksOK), which units
+	// prefetch.
+	dicts, records []ipcguard.Block
+	blocksOK       bool
+	mem            memory.Allocator
+	schema         *arrow.Schema
+	batches        int
+	group          int // batches per unit
+	units          []Unit
 }
 
 func openIPCFile(ctx context.Context, f File, cfg *config) (src unitSource, err error) {
-	fh, err := os.Open(f.Path)
+	fh, err := openBytes(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -45,12 +50,28 @@ func openIPCFile(ctx context.Context, f File, cfg *config) (src unitSource, err 
 		}
 	}()
 	s := &ipcFileSource{f: f, cfg: cfg, fh: fh}
+	if obj, ok := fh.(*objstore.Reader); ok {
+		s.obj = obj
+		// the footer in one suffix-range request; the messages' metadata are read one by one
+		if _, err := obj.ReadTail(ctx, footerGuess); err != nil {
+			return nil, err
+		}
+	}
 	s.mem = limitAllocator(cfg, f.Size)
 	var batchRows []int64
 	err = guard(func() error {
 		var err error
-		if batchRows, err = ipcguard.CheckFile(fh, f.Size, 0, -1); err != nil {
+		// An object's record batches are checked as each unit reads them, not all at open: their
+		// metadata lie all over the object, one request each (rows then are unknown until read).
+		end := -1
+		if s.obj != nil {
+			end = 0
+		}
+		if batchRows, err = ipcguard.CheckFile(fh, f.Size, 0, end); err != nil {
 			return err
+		}
+		if s.obj != nil {
+			s.dicts, s.records, s.blocksOK = ipcguard.FileBlocks(fh, f.Size)
 		}
 		r, err := ipc.NewFileReader(io.NewSectionReader(fh, 0, f.Size), ipcOptions(s.mem, f.Size)...)
 		if err != nil {
@@ -119,14 +140,23 @@ func (s *ipcFileSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 		}
 	})
 	first, end := s.batchRange(unit)
+	var ra io.ReaderAt = s.fh
+	if s.obj != nil {
+		pf, release, err := s.prefetch(ctx, first, end)
+		if err != nil {
+			return err
+		}
+		defer release()
+		ra = pf
+	}
 	err := st.run(ctx, func() error {
 		// Open checked every message; the reader built here reads the footer and dictionaries
 		// again, and this unit's batches, so those are checked again (not the whole file per unit).
-		if _, err := ipcguard.CheckFile(s.fh, s.f.Size, first, end); err != nil {
+		if _, err := ipcguard.CheckFile(ra, s.f.Size, first, end); err != nil {
 			return err
 		}
 		var err error
-		r, err = ipc.NewFileReader(io.NewSectionReader(s.fh, 0, s.f.Size), ipcOptions(s.mem, s.f.Size)...)
+		r, err = ipc.NewFileReader(io.NewSectionReader(ra, 0, s.f.Size), ipcOptions(s.mem, s.f.Size)...)
 		return err
 	})
 	if err != nil {
@@ -170,16 +200,16 @@ type ipcStreamSource struct {
 func openIPCStream(ctx context.Context, f File, cfg *config) (unitSource, error) {
 	s := &ipcStreamSource{f: f, cfg: cfg}
 	s.mem = limitAllocator(cfg, f.Size)
-	fh, err := os.Open(f.Path)
+	fh, rd, err := openStream(ctx, f, false)
 	if err != nil {
 		return nil, err
 	}
-	defer fh.Close()
+	defer rd.Close()
 	err = guard(func() error {
 		if err := ipcguard.CheckStream(fh, f.Size); err != nil {
 			return err
 		}
-		r, err := newStreamReader(fh, s.mem, f.Size)
+		r, err := newStreamReader(rd, s.mem, f.Size)
 		if err != nil {
 			return err
 		}
@@ -207,7 +237,7 @@ func (s *ipcStreamSource) readUnit(ctx context.Context, unit int, fn func(arrow.
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	fh, err := os.Open(s.f.Path)
+	fh, rd, err := openStream(ctx, s.f, true)
 	if err != nil {
 		return err
 	}
@@ -223,14 +253,14 @@ func (s *ipcStreamSource) readUnit(ctx context.Context, unit int, fn func(arrow.
 		if pending != nil {
 			pending.Release()
 		}
-		fh.Close()
+		rd.Close()
 	})
 	err = st.run(ctx, func() error {
 		if err := ipcguard.CheckStream(fh, s.f.Size); err != nil {
 			return err
 		}
 		var err error
-		r, err = newStreamReader(fh, s.mem, s.f.Size)
+		r, err = newStreamReader(rd, s.mem, s.f.Size)
 		return err
 	})
 	if err != nil {

@@ -1,0 +1,219 @@
+package readers_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/loaderproject/loader/internal/fixture"
+	"github.com/loaderproject/loader/internal/s3test"
+	"github.com/loaderproject/loader/objstore"
+	"github.com/loaderproject/loader/readers"
+)
+
+func objectStore(t *testing.T) (*s3test.Server, *objstore.Store) {
+	t.Helper()
+	srv := s3test.Start(t)
+	srv.Env(t, s3test.AccessKey, s3test.SecretKey)
+	srv.CreateBucket(t, "data")
+	st := objstore.New()
+	t.Cleanup(func() { st.Close() })
+	return srv, st
+}
+
+func paths(files []readers.File) string {
+	var s []string
+	for _, f := range files {
+		p := f.Path
+		for _, part := range f.Partitions {
+			p += " " + part.Key + "=" + part.Value
+		}
+		s = append(s, p)
+	}
+	return strings.Join(s, "\n")
+}
+
+func TestDiscoverObjects(t *testing.T) {
+	srv, st := objectStore(t)
+	pq := filepath.Join(t.TempDir(), "x.parquet")
+	if err := fixture.WriteParquet(pq, 0, 10, 10); err != nil {
+		t.Fatal(err)
+	}
+	pqBytes, _ := os.ReadFile(pq)
+	for _, k := range []string{"t/b.parquet", "t/a.csv", "t/year=2024/month=01/c.parquet", "t/year=2023/d.parquet",
+		"t/_SUCCESS", "t/.hidden.parquet", "t/_delta_log/0.parquet", "t/.spark/e.parquet", "t/readme.md", "t/a.csv.crc", "t/noext"} {
+		srv.Put(t, "data", k, pqBytes)
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		name    string
+		sources []string
+		opts    []readers.DiscoverOption
+		want    string
+	}{
+		{"prefix", []string{"s3://data/t/"}, nil,
+			"s3://data/t/a.csv\ns3://data/t/b.parquet\ns3://data/t/year=2023/d.parquet year=2023\ns3://data/t/year=2024/month=01/c.parquet year=2024 month=01"},
+		{"prefix without slash", []string{"s3://data/t"}, []readers.DiscoverOption{readers.WithExclude("*.csv", "year=2023/**")},
+			"s3://data/t/b.parquet\ns3://data/t/year=2024/month=01/c.parquet year=2024 month=01"},
+		{"glob", []string{"s3://data/t/**/*.parquet"}, nil,
+			"s3://data/t/b.parquet\ns3://data/t/year=2023/d.parquet year=2023\ns3://data/t/year=2024/month=01/c.parquet year=2024 month=01"},
+		{"include", []string{"s3://data/t/"}, []readers.DiscoverOption{readers.WithInclude("year=*/*.parquet")},
+			"s3://data/t/year=2023/d.parquet year=2023"},
+		{"one object, no extension: sniffed", []string{"s3://data/t/noext"}, nil, "s3://data/t/noext"},
+		{"duplicates across sources", []string{"s3://data/t/b.parquet", "s3://data/t/*.parquet"}, nil, "s3://data/t/b.parquet"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			files, err := readers.Discover(ctx, c.sources, append(c.opts, readers.WithObjectStore(st))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := paths(files); got != c.want {
+				t.Errorf("Discover = \n%s\nwant\n%s", got, c.want)
+			}
+			for _, f := range files {
+				if f.ETag == "" || f.Size != int64(len(pqBytes)) || f.Store != st || f.Format == readers.FormatUnknown {
+					t.Errorf("file %+v: want its ETag, size, store and format", f)
+				}
+			}
+		})
+	}
+	if _, err := readers.Discover(ctx, []string{"s3://data/nothing/"}, readers.WithObjectStore(st)); !errors.Is(err, readers.ErrNoFiles) {
+		t.Errorf("an empty prefix: %v; want ErrNoFiles", err)
+	}
+	if _, err := readers.Discover(ctx, []string{"s3://data/t/"}); err == nil || !strings.Contains(err.Error(), "no object store") {
+		t.Errorf("without a store: %v", err)
+	}
+	// DiscoverFunc streams, and stops at fn's error, returned as it is.
+	stop := errors.New("stop")
+	n := 0
+	err := readers.DiscoverFunc(ctx, []string{"s3://data/t/"}, func(readers.File) error {
+		n++
+		return stop
+	}, readers.WithObjectStore(st))
+	if err != stop || n != 1 { //nolint:errorlint // fn's error comes back as it is
+		t.Errorf("DiscoverFunc stopping at the first file: %v after %d files", err, n)
+	}
+}
+
+// TestObjectReadsLikeLocal reads Parquet and Arrow IPC file objects by ranged GETs and checks the
+// values match the local file's, with one request for the footer and at most one per unit (a
+// Parquet row group, a run of IPC batches), each byte read about once.
+func TestObjectReadsLikeLocal(t *testing.T) {
+	srv, st := objectStore(t)
+	for _, c := range []struct {
+		name  string
+		write func(string) error
+	}{
+		{"f.parquet", func(p string) error { return fixture.WriteParquet(p, 0, 5000, 1000) }},
+		{"f.arrow", func(p string) error { return fixture.WriteIPC(p, 0, 5000, 1000, false) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			local := filepath.Join(t.TempDir(), c.name)
+			if err := c.write(local); err != nil {
+				t.Fatal(err)
+			}
+			srv.PutFile(t, "data", c.name, local)
+			ctx := context.Background()
+			mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+			defer mem.AssertSize(t, 0)
+
+			files, err := readers.Discover(ctx, []string{"s3://data/" + c.name}, readers.WithObjectStore(st))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req0, bytes0 := st.Stats()
+			budget := &countingBudget{}
+			src, err := readers.Open(ctx, files[0], readers.WithAllocator(mem), readers.WithPrefetchBudget(budget, 0), readers.WithBatchBytes(64<<10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := collect(t, src, 0)
+			defer got.Release()
+			src.Close()
+			req, byt := st.Stats()
+			units := int64(len(src.Units()))
+			if units < 2 || req-req0 > 1+units || req-req0 < 2 {
+				t.Errorf("%d requests for a footer and %d units; want at most one each (a unit within the footer's read needs none)", req-req0, units)
+			}
+			if amp := float64(byt-bytes0) / float64(files[0].Size); amp > 1.1 {
+				t.Errorf("read %d bytes of a %d-byte object (%.2fx)", byt-bytes0, files[0].Size, amp)
+			}
+			if budget.max <= 0 || budget.held != 0 {
+				t.Errorf("prefetch budget: most held %d, held at the end %d; want some, then none", budget.max, budget.held)
+			}
+			lsrc, err := readers.Open(ctx, readers.File{Path: local}, readers.WithAllocator(mem), readers.WithBatchBytes(64<<10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := collect(t, lsrc, 0)
+			defer want.Release()
+			lsrc.Close()
+			if !array.RecordEqual(got, want) {
+				t.Error("the object's rows differ from the local file's")
+			}
+		})
+	}
+}
+
+type countingBudget struct{ held, max int64 }
+
+func (b *countingBudget) Acquire(_ context.Context, n int64) error {
+	b.held += n
+	b.max = max(b.max, b.held)
+	return nil
+}
+func (b *countingBudget) Release(n int64) { b.held -= n }
+
+func TestObjectChangedOrGoneAfterListing(t *testing.T) {
+	srv, st := objectStore(t)
+	dir := t.TempDir()
+	for i, name := range []string{"a.parquet", "b.csv"} {
+		p := filepath.Join(dir, name)
+		var err error
+		if i == 0 {
+			err = fixture.WriteParquet(p, 0, 100, 50)
+		} else {
+			err = fixture.WriteCSV(p, 0, 100)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.PutFile(t, "data", name, p)
+	}
+	ctx := context.Background()
+	files, err := readers.Discover(ctx, []string{"s3://data/"}, readers.WithObjectStore(st))
+	if err != nil || len(files) != 2 {
+		t.Fatalf("Discover: %v, %d files", err, len(files))
+	}
+	for _, f := range files {
+		key := strings.TrimPrefix(f.Path, "s3://data/")
+		srv.Put(t, "data", key, []byte("rewritten"))
+		err := openAndRead(ctx, f)
+		var fe *readers.FileError
+		if !errors.Is(err, objstore.ErrChanged) || !errors.As(err, &fe) || fe.Path != f.Path {
+			t.Errorf("%s rewritten after listing: %v; want ErrChanged in a FileError naming it", f.Path, err)
+		}
+		srv.Delete(t, "data", key)
+		err = openAndRead(ctx, f)
+		if !errors.Is(err, objstore.ErrNotFound) || !strings.Contains(err.Error(), f.Path) || !strings.Contains(err.Error(), "NoSuchKey") {
+			t.Errorf("%s deleted after listing: %v; want ErrNotFound naming it and NoSuchKey", f.Path, err)
+		}
+	}
+}
+
+// openAndRead opens f and reads its first unit.
+func openAndRead(ctx context.Context, f readers.File) error {
+	src, err := readers.Open(ctx, f)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	return src.ReadUnit(ctx, 0, func(arrow.RecordBatch) error { return nil })
+}
