@@ -111,6 +111,13 @@ type Config struct {
 	// in its warehouse), else $XDG_STATE_HOME/loader/manifests.
 	ManifestDir string
 	OnError     OnError
+	// Shard, when set, makes this load one shard of several: its manifest lives in the shard's
+	// subdirectory of ManifestDir (Shard.Name), and a manifest of another shard count for the same
+	// table is refused (*ShardCountError) unless Force. Select picks the shard's files.
+	Shard *Shard
+	// Select, when set, picks the files and units this load takes from those discovered
+	// (HashSelector, ShardPlan.Selector).
+	Select Selector
 	// QuarantineDir receives the dead-letter files of OnErrorQuarantine, in a subdirectory per run.
 	// Default ./quarantine.
 	QuarantineDir string
@@ -230,6 +237,9 @@ type Summary struct {
 	QuarantineDir string `json:"quarantine_dir,omitempty"`
 	Target        string `json:"target,omitempty"`
 	Table         string `json:"table,omitempty"`
+	// Shard is the shard this load was, and where its index and count came from; nil when the
+	// load was not sharded.
+	Shard *Shard `json:"shard,omitempty"`
 	// Error is why the load failed (or, with failed files, was partial); empty on success.
 	Error string `json:"error,omitempty"`
 }

@@ -39,7 +39,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	sum := &Summary{Files: len(files), Streams: cfg.Streams, Table: cfg.Table.String()}
+	first := files[0] // the table may be made like it, whichever shard this is
+	if files, err = selectShard(&cfg, files); err != nil {
+		return nil, err
+	}
+	sum := &Summary{Files: len(files), Streams: cfg.Streams, Table: cfg.Table.String(), Shard: cfg.Shard}
 	fail := func(err error) (*Summary, error) {
 		sum.Error = err.Error()
 		if sum.VerifiedRows == nil && sum.NotVerified == "" {
@@ -59,12 +63,16 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 	}()
 	sum.Target = tgt.String()
-	tbl, err := resolveTable(ctx, &cfg, tgt, files[0], true)
+	tbl, err := resolveTable(ctx, &cfg, tgt, first, true)
 	if err != nil {
 		return fail(err)
 	}
 
-	m, err := manifest.Open(manifest.Path(manifestDir(&cfg, tgt), manifestKey(tgt, tbl), cfg.Table.String()))
+	mpath, err := shardManifestPath(&cfg, manifestDir(&cfg, tgt), manifestKey(tgt, tbl), cfg.Table.String())
+	if err != nil {
+		return fail(err)
+	}
+	m, err := manifest.Open(mpath)
 	if err != nil {
 		return fail(err)
 	}
@@ -376,6 +384,9 @@ func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) e
 	fr := &fileRun{idx: i, src: src, plan: plan, cancel: cancel}
 	var todo []readers.Unit
 	for _, u := range src.Units() {
+		if !unitSelected(p.cfg, f, u.Index) {
+			continue // another shard's
+		}
 		if p.m.UnitDone(p.ids[i], u.Index) {
 			p.cfg.Progress.SkippedUnits.Add(1)
 			continue

@@ -23,6 +23,7 @@ type loadFlags struct {
 	target           targetFlags
 	input            inputFlags
 	bad              badDataFlags
+	shard            shardFlags
 	streams          int
 	connections      int
 	decoders         int
@@ -90,6 +91,7 @@ and failed_files (a list, present when files failed). bytes are Arrow IPC bytes 
 	f.target.register(fl)
 	f.input.register(fl)
 	f.bad.register(fl)
+	f.shard.register(fl)
 	fl.IntVar(&f.streams, "streams", load.DefaultStreams, "parallel DoPut streams")
 	fl.IntVar(&f.connections, "connections", 0, "gRPC connections the streams share (default: one per stream, at most 8)")
 	fl.IntVar(&f.decoders, "decoders", 0, "units decoded at once (default: the number of CPUs)")
@@ -108,7 +110,7 @@ and failed_files (a list, present when files failed). bytes are Arrow IPC bytes 
 }
 
 func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
-	if len(sources) == 0 {
+	if len(sources) == 0 && f.shard.plan == "" {
 		return usagef("give at least one SOURCE (file, directory or glob)")
 	}
 	if f.limit < 0 {
@@ -134,7 +136,7 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 		Progress:         &load.Progress{},
 	}
 	f.target.embedded = []embedded.Option{embedded.WithCommitInterval(f.commitInterval)}
-	for _, apply := range []func(*load.Config) error{f.target.apply, f.input.apply, f.bad.apply} {
+	for _, apply := range []func(*load.Config) error{f.target.apply, f.input.apply, f.bad.apply, f.shard.apply} {
 		if err := apply(&cfg); err != nil {
 			return err
 		}
@@ -185,6 +187,9 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 		fmt.Fprintf(a.stdout, ", %d units already loaded", s.SkippedUnits)
 	}
 	fmt.Fprintln(a.stdout)
+	if s.Shard != nil {
+		fmt.Fprintln(a.stdout, describeShard(s.Shard))
+	}
 	if s.RowsQuarantined > 0 || s.RowsRefused > 0 || len(s.FailedFiles) > 0 {
 		fmt.Fprintf(a.stdout, "rows read %s: %s loaded, %s quarantined, %s refused; %d files failed\n",
 			humanize.Comma(s.RowsRead), humanize.Comma(s.Rows), humanize.Comma(s.RowsQuarantined), humanize.Comma(s.RowsRefused), len(s.FailedFiles))
