@@ -148,6 +148,7 @@ type stream struct {
 	wake chan struct{} // capacity 1: something changed for the sender
 
 	framesDone bool // the channel is closed (sender only)
+	opened     bool // a DoPut was opened before (sender only)
 
 	mu           sync.Mutex
 	queue        []*piece // not fully acknowledged, in order; queue[:sent] are on the current call
@@ -233,6 +234,7 @@ func (s *stream) run(ctx context.Context) error {
 		wait := backoff(attempt, s.lr.c.cfg.backoffBase, s.lr.c.cfg.backoffMax)
 		s.log.Warn("transient failure; reopening the stream", "err", err, "attempt", attempt, "backoff", wait)
 		s.lr.retries.Add(1)
+		s.lr.c.cfg.events.retry(s.id, err)
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
@@ -336,6 +338,8 @@ func (s *stream) open(ctx, callCtx context.Context, cancel context.CancelCauseFu
 		return nil, classify(fmt.Errorf("open: %w", err))
 	}
 	cl := &call{ps: ps, cancel: cancel, ready: make(chan struct{}), recvDone: make(chan struct{})}
+	s.lr.c.cfg.events.callOpened(s.id, s.opened)
+	s.opened = true
 	s.mu.Lock()
 	s.cur = cl
 	s.mu.Unlock()
@@ -364,6 +368,7 @@ func (s *stream) open(ctx, callCtx context.Context, cancel context.CancelCauseFu
 func (s *stream) closeCall(cl *call) {
 	cl.cancel(errCallOver)
 	<-cl.recvDone
+	s.lr.c.cfg.events.callClosed(s.id)
 	s.mu.Lock()
 	s.cur = nil
 	if cl.timer != nil {
@@ -766,6 +771,7 @@ func (s *stream) completeLocked(records int64) []*partitioner.Frame {
 			break
 		}
 		p.item.done += p.frame.Rows - p.prefix
+		s.lr.c.cfg.events.ackLatency(time.Since(p.sentAt))
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
 		s.sent--

@@ -133,6 +133,9 @@ type Config struct {
 	Allocator memory.Allocator
 	Logger    *slog.Logger
 	Progress  *Progress
+	// ClientOptions are added to the options of the target's Flight client (flightclient.WithEvents,
+	// for metrics).
+	ClientOptions []flightclient.Option
 }
 
 // The defaults, for callers (the CLI's flags) to show; applyDefaults applies them.
@@ -269,6 +272,8 @@ type Progress struct {
 	Rows         atomic.Int64 // rows acknowledged
 	Bytes        atomic.Int64 // frame bytes acknowledged
 	SkippedUnits atomic.Int64
+	FilesFailed  atomic.Int64 // files that failed (skipped under the error policy, or stopping the load)
+	InFlight     atomic.Int64 // frame bytes sent and not yet acknowledged
 	// InFlightPeak is the most frame bytes ever sent but not yet acknowledged at once; it stays within
 	// MaxInflightBytes (plus one frame, when a single frame exceeds the budget).
 	InFlightPeak atomic.Int64

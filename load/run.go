@@ -92,12 +92,12 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	default:
 		return fail(fmt.Errorf("count %s before loading: %w", cfg.Table, countErr))
 	}
-	client, err := tgt.Streams(ctx,
+	client, err := tgt.Streams(ctx, append([]flightclient.Option{
 		flightclient.WithConnections(cfg.Connections),
 		flightclient.WithMaxFrameBytes(cfg.MaxFrameBytes),
 		flightclient.WithLogger(cfg.Logger),
 		flightclient.WithCreateTable(cfg.CreateTable),
-	)
+	}, cfg.ClientOptions...)...)
 	if err != nil {
 		return fail(err)
 	}
@@ -297,6 +297,7 @@ func (p *pipeline) acked(f *partitioner.Frame) {
 		p.cfg.Logger.Warn("manifest", "err", err) // the rows are loaded; a re-run may send them again
 	}
 	p.inflight.Add(-int64(f.Size()))
+	p.cfg.Progress.InFlight.Add(-int64(f.Size()))
 	p.budget.Release(int64(f.Size()))
 	p.fileRows[f.Span.File].Add(f.Rows)
 	p.cfg.Progress.Rows.Add(f.Rows)
@@ -444,6 +445,7 @@ func (p *pipeline) fileFailed(i int, err error) error {
 	if from := p.table.createdFrom; from != "" && from != path && errors.Is(err, schemamatch.ErrMismatch) {
 		err = fmt.Errorf("%w\n  (the table was created in this run from the columns of %s)", err, from)
 	}
+	p.cfg.Progress.FilesFailed.Add(1)
 	if p.cfg.OnError == OnErrorFail {
 		return err
 	}
@@ -686,11 +688,13 @@ func (p *pipeline) send(ctx context.Context, fr *fileRun, unit int, rec arrow.Re
 		}
 		// Counted apart from the budget, so InFlightPeak checks the budget rather than echoing it.
 		p.notePeak(p.inflight.Add(size))
+		p.cfg.Progress.InFlight.Add(size)
 		select {
 		case p.frames <- f:
 			return nil
 		case <-ctx.Done():
 			p.inflight.Add(-size)
+			p.cfg.Progress.InFlight.Add(-size)
 			p.budget.Release(size)
 			return ctx.Err()
 		}

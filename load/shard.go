@@ -174,8 +174,8 @@ func ShardDirs(base string) ([]ShardDir, error) {
 // in the manifest directory: the files would be dealt out differently, and rows another shard count
 // loaded would be loaded again. Found is the other count (0 for an unsharded load's manifest).
 type ShardCountError struct {
-	Dir        string // the manifest directory
-	Table      string
+	Dir         string // the manifest directory
+	Table       string
 	Found, Want int
 }
 

@@ -63,6 +63,7 @@ type config struct {
 	mem            memory.Allocator
 	segmentBytes   int64
 	streamRate     int64 // bytes per second per DoPut; 0: unlimited
+	events         Events
 }
 
 // WithTokens limits access to callers presenting one of these bearer tokens ("authorization: Bearer

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loaderproject/loader/embedded"
+	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/internal/gctune"
 	"github.com/loaderproject/loader/load"
 	"github.com/loaderproject/loader/partitioner"
@@ -24,6 +25,7 @@ type loadFlags struct {
 	input            inputFlags
 	bad              badDataFlags
 	shard            shardFlags
+	metrics          metricsFlags
 	streams          int
 	connections      int
 	decoders         int
@@ -92,6 +94,7 @@ and failed_files (a list, present when files failed). bytes are Arrow IPC bytes 
 	f.input.register(fl)
 	f.bad.register(fl)
 	f.shard.register(fl)
+	f.metrics.register(fl, true)
 	fl.IntVar(&f.streams, "streams", load.DefaultStreams, "parallel DoPut streams")
 	fl.IntVar(&f.connections, "connections", 0, "gRPC connections the streams share (default: one per stream, at most 8)")
 	fl.IntVar(&f.decoders, "decoders", 0, "units decoded at once (default: the number of CPUs)")
@@ -147,6 +150,18 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 	}
 	restoreGC, _ := gctune.ForLoad(int64(f.maxInflightBytes), decoders, os.LookupEnv)
 	defer restoreGC()
+	mp, err := f.metrics.start(ctx, a, "loader")
+	if err != nil {
+		return err
+	}
+	defer f.metrics.stop(ctx, a, mp)
+	if mp != nil {
+		ev, err := mp.ObserveLoad(cfg.Progress, metricLabels(&cfg))
+		if err != nil {
+			return err
+		}
+		cfg.ClientOptions = append(cfg.ClientOptions, flightclient.WithEvents(ev))
+	}
 	stopProgress := func() {}
 	if !f.quiet {
 		stopProgress = a.showProgress(cfg.Progress, f.progressEvery)

@@ -22,6 +22,7 @@ type serveFlags struct {
 	shutdownWait   time.Duration
 	streamRate     byteRate
 	faults         sink.Faults
+	metrics        metricsFlags
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -58,6 +59,7 @@ Faults for tests (off by default): --fault-drop-after, --fault-ack-delay, --faul
 	fl.BoolVar(&f.discard, "discard", false, "acknowledge data without storing it (client benchmarks only: NOTHING IS KEPT)")
 	fl.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for in-flight calls before cutting them off")
 	fl.Var(&f.streamRate, "stream-rate-limit", "cap each DoPut at RATE bytes per second, e.g. 25MB/s (default: unlimited)")
+	f.metrics.register(fl, false)
 	fl.IntVar(&f.faults.DropAfterFrames, "fault-drop-after", 0, "test fault: end each DoPut with Unavailable after N data frames")
 	fl.IntVar(&f.faults.DropCalls, "fault-drop-calls", 0, "test fault: apply --fault-drop-after to the next N DoPuts only (0: all)")
 	fl.DurationVar(&f.faults.AckDelay, "fault-ack-delay", 0, "test fault: hold every ack back this long")
@@ -84,6 +86,18 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	}
 	if len(f.tokens) > 0 {
 		opts = append(opts, sink.WithTokens(f.tokens...))
+	}
+	mp, err := f.metrics.start(ctx, a, "loader-sink")
+	if err != nil {
+		return err
+	}
+	defer f.metrics.stop(ctx, a, mp)
+	if mp != nil {
+		ev, err := mp.ObserveSink()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, sink.WithEvents(ev))
 	}
 	if f.discard {
 		fmt.Fprintln(a.stderr, "WARNING: --discard: every row is acknowledged and thrown away; NOTHING IS STORED. Use it only to benchmark clients.")
