@@ -92,6 +92,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	default:
 		return fail(fmt.Errorf("count %s before loading: %w", cfg.Table, countErr))
 	}
+	if cfg.Shard != nil && cfg.Shard.Count > 1 && notVerified == "" {
+		notVerified = shardNotVerified // the other shards grow the table too
+	}
 	client, err := tgt.Streams(ctx, append([]flightclient.Option{
 		flightclient.WithConnections(cfg.Connections),
 		flightclient.WithMaxFrameBytes(cfg.MaxFrameBytes),

@@ -91,15 +91,13 @@ func Start(ctx context.Context, o Options) (*Provider, error) {
 	return p, nil
 }
 
-// latencyBuckets gives the latency histograms buckets from 1 ms to about 1 minute.
-func latencyBuckets(i sdkmetric.Instrument) (sdkmetric.Stream, bool) {
-	if i.Kind != sdkmetric.InstrumentKindHistogram || i.Unit != "s" {
-		return sdkmetric.Stream{}, false
-	}
-	return sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{
+// latencyBuckets gives the latency histograms (unit s) buckets from 1 ms to a minute.
+var latencyBuckets = sdkmetric.NewView(
+	sdkmetric.Instrument{Kind: sdkmetric.InstrumentKindHistogram, Unit: "s"},
+	sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{
 		Boundaries: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
-	}}, true
-}
+	}},
+)
 
 // Addr returns the address /metrics is served on, or "" when it is not served.
 func (p *Provider) Addr() string {

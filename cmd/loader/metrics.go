@@ -47,6 +47,7 @@ func (f *metricsFlags) stop(ctx context.Context, a *app, p *telemetry.Provider) 
 		return
 	}
 	if f.linger > 0 && p.Addr() != "" {
+		fmt.Fprintf(a.stderr, "serving metrics on http://%s/metrics for %s more (SIGTERM ends it)\n", p.Addr(), f.linger)
 		t := time.NewTimer(f.linger)
 		select {
 		case <-t.C:
