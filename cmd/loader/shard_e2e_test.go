@@ -3,6 +3,7 @@ package main_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -269,6 +270,14 @@ func TestShardsOnOneServe(t *testing.T) {
 		t.Fatalf("shard 1 ended with %d before SIGKILL; make its load slower", code)
 	}
 
+	status := []string{"status", "--shards", "--table", tableName, "--endpoint", "grpc://" + addr, "--manifest-dir", manifests, "--json", data}
+	r := loader(t, status...)
+	before := statusReport(t, r.stdout)
+	if r.code != 1 || before.Done != 0 || before.Shards[1].State != load.ShardPending || before.Shards[0].State != load.ShardNotStarted ||
+		before.Shards[1].Rows == 0 {
+		t.Errorf("status --shards after the kill: exit %d, %+v; want 1, shard 1 pending with rows, the others not started", r.code, before)
+	}
+
 	// All three, with shard 1 resuming; shard 0 serves metrics and lingers until told to stop.
 	w0 := start(t, shard(0), args("--metrics-addr", "127.0.0.1:0", "--metrics-linger", "10m")...)
 	w1 := start(t, shard(1), args()...)
@@ -324,6 +333,17 @@ func TestShardsOnOneServe(t *testing.T) {
 		t.Errorf("shards 0 and 2 loaded %d and %d rows; want %d and %d", s0.Rows, s2.Rows, perShard[0]*rowsPer, perShard[2]*rowsPer)
 	}
 
+	r = loader(t, status...)
+	done := statusReport(t, r.stdout)
+	if r.code != 0 || done.Done != 3 || done.Rows != files*rowsPer {
+		t.Errorf("status --shards at the end: exit %d, %+v; want 0, 3 shards done, %d rows", r.code, done, files*rowsPer)
+	}
+	for k, st := range done.Shards {
+		if st.Rows != int64(perShard[k]*rowsPer) || st.UnitsPending != 0 || st.Bytes != st.BytesTotal {
+			t.Errorf("status of shard %d = %+v; want %d rows, nothing pending", k, st, perShard[k]*rowsPer)
+		}
+	}
+
 	sinkAcked, ok := value(scrape(t, sinkMetrics), "sink_rows_acked_total", map[string]string{"table": tableName})
 	if !ok {
 		t.Fatal("the sink's /metrics has no sink_rows_acked_total for the table")
@@ -343,4 +363,13 @@ func TestShardsOnOneServe(t *testing.T) {
 	// Rows shard 1 sent before SIGKILL that were made durable but whose ack it never recorded are
 	// sent again by the re-run: duplicates until the sink dedupes by unit id (issue 10).
 	t.Logf("table holds %d rows for %d ids: %d duplicated by the killed shard", len(rows), len(seen), len(rows)-len(seen))
+}
+
+func statusReport(t *testing.T, stdout string) load.ShardsReport {
+	t.Helper()
+	var r load.ShardsReport
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || len(r.Shards) != r.Count {
+		t.Fatalf("status --shards --json printed %q (%v)", stdout, err)
+	}
+	return r
 }
