@@ -68,6 +68,17 @@ Resume: which rows of which files the target acknowledged is recorded in a manif
 table). Running the same command again skips what is done and finishes what is not; a changed file
 counts as new; --force loads everything again.
 
+Shards: --shard-index K --shard-count N loads shard K of N: the files whose relative path hashes to
+K, or with --plan the files and units a plan from ` + "`loader plan --shards N --json`" + ` gives K. When
+--shard-index is absent the index comes from JOB_COMPLETION_INDEX (Kubernetes Indexed Job),
+AWS_BATCH_JOB_ARRAY_INDEX (AWS Batch) or CLOUD_RUN_TASK_INDEX (Cloud Run Jobs); the count from
+--shard-count, LOADER_SHARD_COUNT, AWS_BATCH_JOB_ARRAY_SIZE or CLOUD_RUN_TASK_COUNT. Each shard's
+manifest is MANIFEST_DIR/shard-K-of-N; a shard run twice at once fails on its lock, and another shard
+count over existing manifests is refused unless --force. ` + "`loader status --shards`" + ` merges them.
+
+Metrics: --metrics-addr serves Prometheus /metrics (--metrics-linger keeps it up after the load);
+with OTEL_EXPORTER_OTLP_ENDPOINT set, metrics are pushed over OTLP/HTTP too, and at the end.
+
 Bad data: --on-error fail stops at the first bad file; skip-file loads the others and exits 3;
 quarantine also writes bad CSV rows and failed files to NDJSON under --quarantine-dir. Every row read
 is counted as loaded, quarantined or refused.
