@@ -373,3 +373,56 @@ func statusReport(t *testing.T, stdout string) load.ShardsReport {
 	}
 	return r
 }
+
+// TestPlanShardsCLI makes a plan with `loader plan --shards 3 --json` and loads its three shards with
+// --plan into the embedded sink: the big file is split by row groups and every row lands once.
+func TestPlanShardsCLI(t *testing.T) {
+	wh := t.TempDir()
+	data := t.TempDir()
+	if err := fixture.WriteParquet(filepath.Join(data, "big.parquet"), 0, 3000, 300); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if err := fixture.WriteParquet(filepath.Join(data, fmt.Sprintf("small-%d.parquet", i)), 3000+int64(i)*100, 100, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustLoader(t, "table", "create", tableName, "--warehouse", wh, "--columns", fixture.TableColumns)
+	out := mustLoader(t, "plan", "--shards", "3", "--json", data).stdout
+	plan, err := load.ReadShardPlan(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	split := 0
+	for _, a := range plan.Assignments {
+		for _, f := range a.Files {
+			if f.Rel == "big.parquet" && len(f.Units) > 0 {
+				split++
+			}
+		}
+	}
+	if split < 2 {
+		t.Fatalf("big.parquet is split over %d shards; want several:\n%s", split, out)
+	}
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(planFile, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := loader(t, "load", "--table", tableName, "--warehouse", wh, "--plan", planFile, "--shard-index", "0", "--shard-count", "4"); r.code != 2 {
+		t.Errorf("--plan of 3 shards with --shard-count 4: exit %d; want 2\n%s", r.code, r.stderr)
+	}
+	var total int64
+	for k := range 3 {
+		s := parseSummary(t, mustLoader(t, "load", "--table", tableName, "--warehouse", wh, "--plan", planFile, "--shard-index", strconv.Itoa(k), "--json").stdout)
+		if s.Shard == nil || s.Shard.Assignment != "plan" || s.Shard.CountFrom != "plan" {
+			t.Errorf("shard %d summary says %+v; want a plan shard whose count came from the plan", k, s.Shard)
+		}
+		total += s.Rows
+	}
+	if total != 3200 {
+		t.Errorf("plan shards loaded %d rows; want 3200", total)
+	}
+	if diffs := fixture.Diff(scanTable(t, wh, tableName), fixture.IDs(0, 3200), fixture.Expected, 10); len(diffs) > 0 {
+		t.Errorf("table differs from the files:\n  %s", strings.Join(diffs, "\n  "))
+	}
+}
