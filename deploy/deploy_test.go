@@ -271,7 +271,9 @@ func TestDockerfile(t *testing.T) {
 	}
 	var lint []string
 	stages, _, err := instructions.Parse(res.AST, linter.New(&linter.Config{
-		Warn: func(rule, _, _, msg string, loc []parser.Range) { lint = append(lint, fmt.Sprintf("%s: %s %v", rule, msg, loc)) },
+		Warn: func(rule, _, _, msg string, loc []parser.Range) {
+			lint = append(lint, fmt.Sprintf("%s: %s %v", rule, msg, loc))
+		},
 	}))
 	if err != nil {
 		t.Fatal(err)
