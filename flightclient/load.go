@@ -150,6 +150,7 @@ type stream struct {
 
 	framesDone bool // the channel is closed (sender only)
 	reminted   bool // a new token was minted after Unauthenticated, since the last call that ended well (sender only)
+	opened     bool // a DoPut was opened before (sender only)
 
 	mu           sync.Mutex
 	queue        []*piece // not fully acknowledged, in order; queue[:sent] are on the current call
@@ -245,6 +246,7 @@ func (s *stream) run(ctx context.Context) error {
 		wait := backoff(attempt, s.lr.c.cfg.backoffBase, s.lr.c.cfg.backoffMax)
 		s.log.Warn("transient failure; reopening the stream", "err", err, "attempt", attempt, "backoff", wait)
 		s.lr.retries.Add(1)
+		s.lr.c.cfg.events.retry(s.id, err)
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
@@ -362,6 +364,8 @@ func (s *stream) open(ctx, callCtx context.Context, cancel context.CancelCauseFu
 		return nil, classify(fmt.Errorf("open: %w", err))
 	}
 	cl := &call{ps: ps, cancel: cancel, ready: make(chan struct{}), recvDone: make(chan struct{})}
+	s.lr.c.cfg.events.callOpened(s.id, s.opened)
+	s.opened = true
 	s.mu.Lock()
 	s.cur = cl
 	s.mu.Unlock()
@@ -390,6 +394,7 @@ func (s *stream) open(ctx, callCtx context.Context, cancel context.CancelCauseFu
 func (s *stream) closeCall(cl *call) {
 	cl.cancel(errCallOver)
 	<-cl.recvDone
+	s.lr.c.cfg.events.callClosed(s.id)
 	s.mu.Lock()
 	s.cur = nil
 	if cl.timer != nil {
@@ -796,6 +801,7 @@ func (s *stream) completeLocked(records int64) []*partitioner.Frame {
 			break
 		}
 		p.item.done += p.frame.Rows - p.prefix
+		s.lr.c.cfg.events.ackLatency(time.Since(p.sentAt))
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
 		s.sent--

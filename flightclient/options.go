@@ -38,6 +38,7 @@ type config struct {
 	rpcTimeout   time.Duration
 	createTable  bool
 	userAgent    string
+	events       Events
 
 	// capHook, when set (by tests), is called each time a stream stops taking frames because its
 	// unacknowledged bytes reached the cap.

@@ -118,6 +118,13 @@ type Config struct {
 	// in its warehouse), else $XDG_STATE_HOME/loader/manifests.
 	ManifestDir string
 	OnError     OnError
+	// Shard, when set, makes this load one shard of several: its manifest lives in the shard's
+	// subdirectory of ManifestDir (Shard.Name), and a manifest of another shard count for the same
+	// table is refused (*ShardCountError) unless Force. Select picks the shard's files.
+	Shard *Shard
+	// Select, when set, picks the files and units this load takes from those discovered
+	// (HashSelector, ShardPlan.Selector).
+	Select Selector
 	// QuarantineDir receives the dead-letter files of OnErrorQuarantine, in a subdirectory per run.
 	// Default ./quarantine.
 	QuarantineDir string
@@ -141,6 +148,9 @@ type Config struct {
 	Allocator memory.Allocator
 	Logger    *slog.Logger
 	Progress  *Progress
+	// StreamOptions are added to the options of the streams' Flight client, whatever the target
+	// (flightclient.WithEvents, for metrics).
+	StreamOptions []flightclient.Option
 }
 
 // The defaults, for callers (the CLI's flags) to show; applyDefaults applies them.
@@ -256,6 +266,9 @@ type Summary struct {
 	QuarantineDir string `json:"quarantine_dir,omitempty"`
 	Target        string `json:"target,omitempty"`
 	Table         string `json:"table,omitempty"`
+	// Shard is the shard this load was, and where its index and count came from; nil when the
+	// load was not sharded.
+	Shard *Shard `json:"shard,omitempty"`
 	// Error is why the load failed (or, with failed files, was partial); empty on success.
 	Error string `json:"error,omitempty"`
 
@@ -291,6 +304,8 @@ type Progress struct {
 	Rows         atomic.Int64 // rows acknowledged
 	Bytes        atomic.Int64 // frame bytes acknowledged
 	SkippedUnits atomic.Int64
+	FilesFailed  atomic.Int64 // files that failed (skipped under the error policy, or stopping the load)
+	InFlight     atomic.Int64 // frame bytes sent and not yet acknowledged
 	// InFlightPeak is the most frame bytes ever sent but not yet acknowledged at once; it stays within
 	// MaxInflightBytes (plus one frame, when a single frame exceeds the budget).
 	InFlightPeak atomic.Int64

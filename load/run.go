@@ -40,7 +40,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	sum := &Summary{Files: len(files), Streams: cfg.Streams, Table: cfg.Table.String()}
+	first := files[0] // the table may be made like it, whichever shard this is
+	if files, err = selectShard(&cfg, files); err != nil {
+		return nil, err
+	}
+	sum := &Summary{Files: len(files), Streams: cfg.Streams, Table: cfg.Table.String(), Shard: cfg.Shard}
 	defer objectSummary(sum, &cfg, objStart)
 	fail := func(err error) (*Summary, error) {
 		sum.Error = err.Error()
@@ -61,13 +65,16 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 	}()
 	sum.Target = tgt.String()
-	tbl, err := resolveTable(ctx, &cfg, tgt, files[0], true)
+	tbl, err := resolveTable(ctx, &cfg, tgt, first, true)
 	if err != nil {
 		return fail(err)
 	}
 
-	m, err := manifest.Open(manifest.Path(manifestDir(&cfg, tgt), manifestKey(tgt, tbl), cfg.Table.String()),
-		manifest.WithLabel(tgt.String(), cfg.Table.String()))
+	mpath, err := shardManifestPath(&cfg, manifestDir(&cfg, tgt), manifestKey(tgt, tbl), cfg.Table.String())
+	if err != nil {
+		return fail(err)
+	}
+	m, err := manifest.Open(mpath, manifest.WithLabel(tgt.String(), cfg.Table.String()))
 	if err != nil {
 		return fail(err)
 	}
@@ -86,6 +93,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		notVerified = unsupportedReason(countErr)
 	default:
 		return fail(fmt.Errorf("count %s before loading: %w", cfg.Table, countErr))
+	}
+	if cfg.Shard != nil && cfg.Shard.Count > 1 && notVerified == "" {
+		notVerified = shardNotVerified // the other shards grow the table too
 	}
 	// p is made below; the client's hook runs only during p.run.
 	var p *pipeline
@@ -109,6 +119,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 		streamOpts = append(streamOpts, flightclient.WithRetry(retries, cfg.RetryBackoff, flightclient.DefaultBackoffMax))
 	}
+	streamOpts = append(streamOpts, cfg.StreamOptions...)
 	client, err := tgt.Streams(ctx, streamOpts...)
 	if err != nil {
 		return fail(err)
@@ -376,6 +387,7 @@ func (p *pipeline) acked(f *partitioner.Frame) {
 		p.cfg.Logger.Warn("manifest", "err", err) // the rows are loaded; a re-run may send them again
 	}
 	p.inflight.Add(-int64(f.Size()))
+	p.cfg.Progress.InFlight.Add(-int64(f.Size()))
 	p.budget.Release(int64(f.Size()))
 	select {
 	case p.ackSig <- struct{}{}:
@@ -470,6 +482,9 @@ func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) e
 	fr := &fileRun{idx: i, src: src, plan: plan, cancel: cancel}
 	var todo []readers.Unit
 	for _, u := range src.Units() {
+		if !unitSelected(p.cfg, f, u.Index) {
+			continue // another shard's
+		}
 		if p.m.UnitDone(p.ids[i], u.Index) {
 			p.cfg.Progress.SkippedUnits.Add(1)
 			continue
@@ -532,6 +547,7 @@ func (p *pipeline) fileFailed(i int, err error) error {
 			p.cfg.Logger.Warn("manifest", "err", merr)
 		}
 	}
+	p.cfg.Progress.FilesFailed.Add(1)
 	if p.cfg.OnError == OnErrorFail {
 		return err
 	}
@@ -809,11 +825,13 @@ func (p *pipeline) send(ctx context.Context, fr *fileRun, unit int, rec arrow.Re
 		}
 		// Counted apart from the budget, so InFlightPeak checks the budget rather than echoing it.
 		p.notePeak(p.inflight.Add(size))
+		p.cfg.Progress.InFlight.Add(size)
 		select {
 		case p.frames <- f:
 			return nil
 		case <-ctx.Done():
 			p.inflight.Add(-size)
+			p.cfg.Progress.InFlight.Add(-size)
 			p.budget.Release(size)
 			return ctx.Err()
 		}

@@ -171,6 +171,7 @@ func discoverOne(ctx context.Context, src string, cfg *discoverConfig) ([]File, 
 		if err != nil {
 			return nil, err
 		}
+		f.Rel = filepath.Base(src)
 		return []File{f}, nil
 	}
 	root, pattern := src, ""
@@ -248,6 +249,7 @@ func discoverOne(ctx context.Context, src string, cfg *discoverConfig) ([]File, 
 			return nil
 		}
 		f.Partitions = hivePartitions(relSlash)
+		f.Rel = relSlash
 		out = append(out, f)
 		return nil
 	})

@@ -184,7 +184,11 @@ func unitError(path string, unit int, name string, err error) error {
 
 // File is one source file.
 type File struct {
-	Path    string
+	Path string
+	// Rel is the file's path relative to the source root it was found under, with forward slashes
+	// (the base name for a file named explicitly): an identity that does not depend on where the
+	// sources are mounted, for assigning files to shards the same way on every machine.
+	Rel     string
 	Size    int64
 	ModTime time.Time
 	Format  Format

@@ -284,7 +284,7 @@ func (p *putStream) frame(ctx context.Context, fd *flight.FlightData) (ackItem, 
 		return ackItem{}, ackStatus(ctx, err)
 	}
 	ts := p.ts
-	fut, err := ts.wal.AppendFunc(ctx, func(uint64) { ts.pending.Add(rows) },
+	fut, err := ts.wal.AppendFunc(ctx, func(uint64) { ts.pending.Add(rows); ts.s.cfg.events.durable(ts.name, rows, size) },
 		recordParts(rows, nil, p.schemaHeader, fd.GetDataHeader(), fd.GetDataBody())...)
 	if err != nil {
 		p.budget.Release(item.size)

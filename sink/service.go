@@ -68,6 +68,8 @@ func parsePath(path []string) (tableschema.TableName, error) {
 // CMD: Flight SQL).
 func (svc *service) DoPut(stream flight.FlightService_DoPutServer) error {
 	s := svc.s
+	s.cfg.events.streamOpened()
+	defer s.cfg.events.streamClosed()
 	if s.faults.takeUnavailable() {
 		return status.Error(codes.Unavailable, "sink fault injection: call refused (unavailable_calls)")
 	}

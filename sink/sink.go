@@ -75,6 +75,7 @@ type config struct {
 	streamRate     int64       // bytes per second per DoPut; 0: unlimited
 	oauth          *OAuth      // WithOAuth
 	tls            *tls.Config // WithTLS
+	events         Events
 }
 
 // WithTokens limits access to callers presenting one of these bearer tokens ("authorization: Bearer

@@ -160,6 +160,7 @@ func (s *Server) openTable(ctx context.Context, name tableschema.TableName) (*ta
 		wal.WithFloor(ts.committed),
 		wal.WithSegmentBytes(s.cfg.segmentBytes),
 		wal.WithLogger(s.log),
+		wal.WithSyncObserver(s.cfg.events.walSync(name)),
 		wal.WithRecoveredRecord(func(seq uint64, payload []byte) {
 			if seq <= ts.committed {
 				return
@@ -329,6 +330,7 @@ func (ts *tableState) commitChunk(ctx context.Context, target uint64) error {
 	if last == 0 {
 		return nil
 	}
+	commitStart := time.Now()
 	res, err := w.Commit(ctx, warehouse.CommitOptions{
 		Txn:       &warehouse.Txn{AppID: walAppID, Version: int64(last)},
 		MoreTxns:  unitTxns(units),
@@ -345,6 +347,7 @@ func (ts *tableState) commitChunk(ctx context.Context, target uint64) error {
 	case err != nil:
 		return err
 	default:
+		ts.s.cfg.events.committed(ts.name, res.Rows, time.Since(commitStart))
 		ts.s.log.Debug("sink: committed", "table", ts.name.String(), "version", res.Version, "rows", res.Rows,
 			"to_seq", last, "rejected_records", rejected)
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/load"
+	"github.com/loaderproject/loader/manifest"
 	"github.com/loaderproject/loader/readers"
 )
 
@@ -15,12 +16,17 @@ func hint(err error) string {
 		notFound *load.TableNotFoundError
 		lossy    *load.LossyDescriptionError
 		page     *readers.PageTooLargeError
+		shards   *load.ShardCountError
 	)
 	switch {
 	case err == nil:
 		return ""
 	case errors.As(err, &page):
 		return "raise the page limit with --max-page-bytes (decoding such a page takes about twice its size in memory)"
+	case errors.As(err, &shards):
+		return "keep --shard-count as it was, or pass --force to load every shard afresh under the new count"
+	case errors.Is(err, manifest.ErrLocked):
+		return "another loader is running this load (or this shard) now; wait for it, or stop it, then run again"
 	case errors.As(err, &lossy):
 		return "give the table's real columns with --table-schema"
 	case errors.As(err, &notFound):

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/loaderproject/loader/embedded"
+	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/internal/gctune"
 	"github.com/loaderproject/loader/load"
 	"github.com/loaderproject/loader/partitioner"
@@ -24,6 +25,8 @@ type loadFlags struct {
 	target           targetFlags
 	input            inputFlags
 	bad              badDataFlags
+	shard            shardFlags
+	metrics          metricsFlags
 	streams          int
 	connections      int
 	decoders         int
@@ -75,6 +78,17 @@ Resume: which rows of which files the target acknowledged is recorded in a manif
 table). Running the same command again skips what is done and finishes what is not; a changed file
 counts as new; --force loads everything again.
 
+Shards: --shard-index K --shard-count N loads shard K of N: the files whose relative path hashes to
+K, or with --plan the files and units a plan from ` + "`loader plan --shards N --json`" + ` gives K. When
+--shard-index is absent the index comes from JOB_COMPLETION_INDEX (Kubernetes Indexed Job),
+AWS_BATCH_JOB_ARRAY_INDEX (AWS Batch) or CLOUD_RUN_TASK_INDEX (Cloud Run Jobs); the count from
+--shard-count, LOADER_SHARD_COUNT, AWS_BATCH_JOB_ARRAY_SIZE or CLOUD_RUN_TASK_COUNT. Each shard's
+manifest is MANIFEST_DIR/shard-K-of-N; a shard run twice at once fails on its lock, and another shard
+count over existing manifests is refused unless --force. ` + "`loader status --shards`" + ` merges them.
+
+Metrics: --metrics-addr serves Prometheus /metrics (--metrics-linger keeps it up after the load);
+with OTEL_EXPORTER_OTLP_ENDPOINT set, metrics are pushed over OTLP/HTTP too, and at the end.
+
 Bad data: --on-error fail stops at the first bad file; skip-file loads the others and exits 3;
 quarantine also writes bad CSV rows and failed files to NDJSON under --quarantine-dir. Every row read
 is counted as loaded, quarantined or refused.
@@ -106,6 +120,8 @@ connection reset, an ack timeout) are counted in possibly_duplicated_rows; loade
 	f.target.register(fl)
 	f.input.register(fl)
 	f.bad.register(fl)
+	f.shard.register(fl)
+	f.metrics.register(fl, true)
 	fl.IntVar(&f.streams, "streams", load.DefaultStreams, "parallel DoPut streams")
 	fl.IntVar(&f.connections, "connections", 0, "gRPC connections the streams share (default: one per stream, at most 8)")
 	fl.IntVar(&f.decoders, "decoders", 0, "units decoded at once (default: the number of CPUs)")
@@ -125,7 +141,7 @@ connection reset, an ack timeout) are counted in possibly_duplicated_rows; loade
 }
 
 func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
-	if len(sources) == 0 {
+	if len(sources) == 0 && f.shard.plan == "" {
 		return usagef("give at least one SOURCE (file, directory or glob)")
 	}
 	if f.limit < 0 {
@@ -154,7 +170,7 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 		Progress:         &load.Progress{},
 	}
 	f.target.embedded = []embedded.Option{embedded.WithCommitInterval(f.commitInterval)}
-	for _, apply := range []func(*load.Config) error{f.target.apply, f.input.apply, f.bad.apply} {
+	for _, apply := range []func(*load.Config) error{f.target.apply, f.input.apply, f.bad.apply, f.shard.apply} {
 		if err := apply(&cfg); err != nil {
 			return err
 		}
@@ -175,6 +191,18 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 	}
 	restoreGC, _ := gctune.ForLoad(int64(f.maxInflightBytes), decoders, os.LookupEnv)
 	defer restoreGC()
+	mp, err := f.metrics.start(ctx, a, "loader")
+	if err != nil {
+		return err
+	}
+	defer f.metrics.stop(ctx, a, mp)
+	if mp != nil {
+		ev, err := mp.ObserveLoad(cfg.Progress, metricLabels(&cfg))
+		if err != nil {
+			return err
+		}
+		cfg.StreamOptions = append(cfg.StreamOptions, flightclient.WithEvents(ev))
+	}
 	stopProgress := func() {}
 	if !f.quiet {
 		stopProgress = a.showProgress(cfg.Progress, f.progressEvery)
@@ -227,6 +255,9 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 		fmt.Fprintf(a.stdout, "possibly duplicated rows: %d (the target stores each unit range once)\n", s.PossiblyDuplicatedRows)
 	} else {
 		fmt.Fprintf(a.stdout, "possibly duplicated rows: %s (sent again after a crash, fault or rotation; see loader status)\n", humanize.Comma(s.PossiblyDuplicatedRows))
+	}
+	if s.Shard != nil {
+		fmt.Fprintln(a.stdout, describeShard(s.Shard))
 	}
 	if s.RowsQuarantined > 0 || s.RowsRefused > 0 || len(s.FailedFiles) > 0 {
 		fmt.Fprintf(a.stdout, "rows read %s: %s loaded, %s quarantined, %s refused; %d files failed\n",

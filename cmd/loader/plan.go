@@ -17,6 +17,7 @@ func (a *app) planCommand() *cobra.Command {
 	var target targetFlags
 	var input inputFlags
 	var asJSON bool
+	var shards int
 	cmd := &cobra.Command{
 		Use:   "plan --table NAME [--endpoint URL | --warehouse DIR] SOURCE...",
 		Short: "Show what a load would do, without sending anything",
@@ -25,10 +26,14 @@ distinct source schema. It lists the files with their units, rows and bytes, and
 casts, the columns filled with nulls, the columns rescued and every problem. No data is sent.
 It exits 1 when any file would fail to load.`,
 		Example: `  loader plan --table main.default.events data/
-  loader plan --table main.default.events --json --csv-no-header --columns id,name exports/`,
+  loader plan --table main.default.events --json --csv-no-header --columns id,name exports/
+  loader plan --shards 16 --json data/ > plan.json`,
 		RunE: func(cmd *cobra.Command, sources []string) error {
 			if len(sources) == 0 {
 				return usagef("give at least one SOURCE (file, directory or glob)")
+			}
+			if cmd.Flags().Changed("shards") {
+				return a.planShards(cmd.Context(), input, sources, shards, asJSON)
 			}
 			objects, closeObjects := objectStore(sources...)
 			defer closeObjects()
@@ -58,6 +63,7 @@ It exits 1 when any file would fail to load.`,
 	target.register(cmd.Flags())
 	input.register(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as one JSON object")
+	cmd.Flags().IntVar(&shards, "shards", 0, "instead, deal the files out to N shards balanced by bytes (big files split by units); with --json, the plan `loader load --plan` reads (no --table needed)")
 	return cmd
 }
 

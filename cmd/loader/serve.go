@@ -25,6 +25,7 @@ type serveFlags struct {
 	oauth          serveOAuthFlags
 	testFaults     bool
 	unitIDs        bool
+	metrics        metricsFlags
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -72,6 +73,7 @@ passes authentication can inject faults into the running sink: never use it outs
 	fl.Var(&f.streamRate, "stream-rate-limit", "cap each DoPut at RATE bytes per second, e.g. 25MB/s (default: unlimited)")
 	fl.BoolVar(&f.unitIDs, "unit-ids", true, "store each source unit range once, however often a loader sends it (false: at-least-once, like Zerobus)")
 	fl.BoolVar(&f.testFaults, "test-faults", false, "serve the loader.faults action, so clients can inject faults (tests only)")
+	f.metrics.register(fl, false)
 	fl.IntVar(&f.faults.DropAfterFrames, "fault-drop-after", 0, "test fault: end each DoPut with Unavailable after N data frames")
 	fl.IntVar(&f.faults.DropCalls, "fault-drop-calls", 0, "test fault: apply --fault-drop-after to the next N DoPuts only (0: all)")
 	fl.DurationVar(&f.faults.AckDelay, "fault-ack-delay", 0, "test fault: hold every ack back this long")
@@ -107,6 +109,18 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	opts = append(opts, more...)
+	mp, err := f.metrics.start(ctx, a, "loader-sink")
+	if err != nil {
+		return err
+	}
+	defer f.metrics.stop(ctx, a, mp)
+	if mp != nil {
+		ev, err := mp.ObserveSink()
+		if err != nil {
+			return err
+		}
+		opts = append(opts, sink.WithEvents(ev))
+	}
 	if f.discard {
 		fmt.Fprintln(a.stderr, "WARNING: --discard: every row is acknowledged and thrown away; NOTHING IS STORED. Use it only to benchmark clients.")
 	}

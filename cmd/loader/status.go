@@ -9,65 +9,51 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/spf13/cobra"
-
 	"github.com/loaderproject/loader/embedded"
 	"github.com/loaderproject/loader/load"
 	"github.com/loaderproject/loader/manifest"
 	"github.com/loaderproject/loader/tableschema"
 )
 
-func (a *app) statusCommand() *cobra.Command {
-	var (
-		table, dir, wh string
-		asJSON         bool
-	)
-	cmd := &cobra.Command{
-		Use:   "status --table T [--manifest-dir D | --warehouse DIR] [--json]",
-		Short: "Show what the manifests say of a table's loads: done, pending, failed and possibly duplicated",
-		Long: `Read the manifests of loads into table T (one per target) and show, per source file, its units
-done, the row ranges sent but not acknowledged (pending: the target may or may not hold them), why
-the last run gave the file up (failed), and the row ranges sent again while an earlier send's fate
-was unknown (possibly duplicated: the target may hold them twice, unless it stores each unit range
-once, as the embedded sink does).
+// statusLong is loader status's help: the per-file form (this file) and the --shards form
+// (status_shards.go).
+const statusLong = `Without --shards: read the manifests of loads into table --table (one per target) and show, per
+source file, its units done, the row ranges sent but not acknowledged (pending: the target may or
+may not hold them), why the last run gave the file up (failed), and the row ranges sent again while
+an earlier send's fate was unknown (possibly duplicated: the target may hold them twice, unless it
+stores each unit range once, as the embedded sink does). Manifests are read from --manifest-dir,
+from the warehouse of --warehouse (where loads into the embedded sink keep them), or from
+$XDG_STATE_HOME/loader/manifests. A running load is not disturbed.
 
-Manifests are read from --manifest-dir, from the warehouse of --warehouse (where loads into the
-embedded sink keep them), or from $XDG_STATE_HOME/loader/manifests. A running load is not disturbed.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			name, err := tableschema.ParseTableName(table)
-			if err != nil {
-				return usageError{fmt.Errorf("--table: %w", err)}
-			}
-			switch {
-			case dir != "" && wh != "":
-				return usagef("give at most one of --manifest-dir and --warehouse")
-			case wh != "":
-				dir = embedded.New(wh).ManifestDir()
-			case dir == "":
-				dir = load.DefaultManifestDir()
-			}
-			infos, err := manifestsOf(dir, name.String())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if infos == nil {
-					infos = []manifest.Info{}
-				}
-				return json.NewEncoder(a.stdout).Encode(infos)
-			}
-			a.printStatus(infos, name.String(), dir)
-			return nil
-		},
+`
+
+// statusFiles is loader status without --shards: what the manifests in dir (or in the warehouse's
+// manifest directory, when wh is not empty) say of each file of the table's loads.
+func (a *app) statusFiles(table, dir, wh string, asJSON bool) error {
+	name, err := tableschema.ParseTableName(table)
+	if err != nil {
+		return usageError{fmt.Errorf("--table: %w", err)}
 	}
-	fl := cmd.Flags()
-	fl.StringVar(&table, "table", "", "the table, catalog.schema.table")
-	fl.StringVar(&dir, "manifest-dir", "", "directory of the manifests (default: the loads' default)")
-	fl.StringVar(&wh, "warehouse", "", "the embedded sink's warehouse, whose manifests to read")
-	fl.BoolVar(&asJSON, "json", false, "print a JSON list of manifests, each with its files and units")
-	_ = cmd.MarkFlagRequired("table")
-	return cmd
+	switch {
+	case dir != "" && wh != "":
+		return usagef("give at most one of --manifest-dir and --warehouse")
+	case wh != "":
+		dir = embedded.New(wh).ManifestDir()
+	case dir == "":
+		dir = load.DefaultManifestDir()
+	}
+	infos, err := manifestsOf(dir, name.String())
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if infos == nil {
+			infos = []manifest.Info{}
+		}
+		return json.NewEncoder(a.stdout).Encode(infos)
+	}
+	a.printStatus(infos, name.String(), dir)
+	return nil
 }
 
 // manifestsOf reads the manifests in dir about table: those whose header names it, and older ones

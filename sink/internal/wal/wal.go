@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sync/semaphore"
 
@@ -60,6 +61,13 @@ type config struct {
 	floor        uint64
 	onRecord     func(seq uint64, payload []byte)
 	log          *slog.Logger
+	onSync       func(time.Duration)
+}
+
+// WithSyncObserver calls fn with the duration of every group commit's fsync, from the log's writer
+// goroutine (for metrics; it must be quick). Default: none.
+func WithSyncObserver(fn func(time.Duration)) Option {
+	return func(c *config) { c.onSync = fn }
 }
 
 func newConfig(opts []Option) config {
@@ -560,11 +568,15 @@ func (w *WAL) writeGroup(group []*request) error {
 		}
 		return fmt.Errorf("wal %s: write: %w", w.dir, err)
 	}
+	syncStart := time.Now()
 	if err := w.active.Sync(); err != nil {
 		// After a failed fsync the page cache can no longer be trusted; refuse further writes.
 		err = fmt.Errorf("wal %s: fsync: %w", w.dir, err)
 		w.setFatal(err)
 		return err
+	}
+	if w.cfg.onSync != nil {
+		w.cfg.onSync(time.Since(syncStart))
 	}
 	w.next = seq
 	w.mu.Lock()
