@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/loaderproject/loader/partitioner"
 	"github.com/loaderproject/loader/tableschema"
 	"github.com/loaderproject/loader/zerobus"
 )
@@ -68,6 +69,8 @@ type Client struct {
 	cfg     config
 	conns   []*grpc.ClientConn         // owned; nil for NewFromConn
 	raw     []grpc.ClientConnInterface // every connection streams are spread over
+
+	unitID func(partitioner.Span) string // set by EnableUnitIDs when the target accepted unit ids
 }
 
 // newClient makes a client without connections: the dialect's two halves and the configuration.
@@ -169,6 +172,10 @@ type Stats struct {
 	Retries   int64 // DoPuts reopened after a transient failure
 	Rotations int64 // DoPuts reopened because the server asked
 	Calls     int64 // DoPuts opened
+	// ResentRows counts rows sent again on a new DoPut after the call that carried them ended without
+	// acknowledging them (a fault, an ack timeout, a rotation whose grace ran out): the target may
+	// hold them twice unless it deduplicates by unit id.
+	ResentRows int64
 }
 
 // outgoing returns ctx with the call's metadata: the bearer token and the dialect's headers (for

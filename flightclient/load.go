@@ -64,7 +64,7 @@ type loadRun struct {
 	first  *flight.FlightData // the schema frame (with the descriptor for Flight and Flight SQL)
 	log    *slog.Logger
 
-	nFrames, nBytes, nRows, retries, rotations, calls atomic.Int64
+	nFrames, nBytes, nRows, retries, rotations, calls, resent atomic.Int64
 }
 
 // Load sends every frame received on frames to the table over `streams` parallel DoPuts and returns
@@ -115,6 +115,7 @@ func (c *Client) Load(ctx context.Context, table tableschema.TableName, schema *
 	err = g.Wait()
 	stats.Frames, stats.Bytes, stats.Rows = lr.nFrames.Load(), lr.nBytes.Load(), lr.nRows.Load()
 	stats.Retries, stats.Rotations, stats.Calls = lr.retries.Load(), lr.rotations.Load(), lr.calls.Load()
+	stats.ResentRows = lr.resent.Load()
 	if cerr := ctx.Err(); cerr != nil {
 		return stats, cerr
 	}
@@ -266,6 +267,20 @@ func (s *stream) enqueue(f *partitioner.Frame) {
 func (s *stream) prepare() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The pieces the last call sent and did not acknowledge go again: their fate is unknown.
+	for i, p := range s.queue[:s.sent] {
+		span, rows := p.frame.Span, p.frame.Rows
+		if i == 0 {
+			span.Row += p.prefix
+			rows -= p.prefix
+		}
+		if rows > 0 {
+			s.lr.resent.Add(rows)
+			if h := s.lr.c.cfg.resendHook; h != nil {
+				h(span, rows)
+			}
+		}
+	}
 	s.sent, s.sentRecords, s.ackedRecords, s.nextOffset = 0, 0, 0, 0
 	s.progress, s.acksSeen, s.rotateBy, s.putCount = false, false, time.Time{}, nil
 	if len(s.queue) == 0 || s.queue[0].prefix == 0 {
@@ -646,7 +661,11 @@ func (s *stream) sendPiece(cl *call, p *piece) error {
 		s.armLocked()
 	}
 	s.mu.Unlock()
-	fd := &flight.FlightData{DataHeader: p.frame.Header, DataBody: p.frame.Body, AppMetadata: s.lr.c.proto.frameMetadata(off)}
+	meta := s.lr.c.proto.frameMetadata(off)
+	if s.lr.c.unitID != nil && len(meta) > 1 && meta[len(meta)-1] == '}' {
+		meta = appendUnitMeta(meta[:len(meta)-1], s.lr.c.unitID(p.frame.Span), p.frame.Span.Row, p.frame.Span.Row+p.frame.Rows)
+	}
+	fd := &flight.FlightData{DataHeader: p.frame.Header, DataBody: p.frame.Body, AppMetadata: meta}
 	cl.bytes += int64(p.frame.Size())
 	return cl.ps.Send(fd)
 }

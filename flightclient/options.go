@@ -25,6 +25,7 @@ type config struct {
 
 	readyTimeout time.Duration
 	ackTimeout   time.Duration
+	resendHook   func(partitioner.Span, int64)
 	retries      int
 	backoffBase  time.Duration
 	backoffMax   time.Duration
@@ -172,6 +173,13 @@ func WithReadyTimeout(d time.Duration) Option {
 // SDKs' server_lack_of_ack_timeout_ms; values below 1 keep the default.
 func WithAckTimeout(d time.Duration) Option {
 	return func(c *config) { setPositive(&c.ackTimeout, d) }
+}
+
+// WithResendHook calls fn, from Load's goroutines, for every range of rows sent again on a new DoPut
+// after the call that carried them ended without acknowledging them: span locates the first row and
+// rows counts them. The target may hold these rows twice (unless it deduplicates by unit id).
+func WithResendHook(fn func(span partitioner.Span, rows int64)) Option {
+	return func(c *config) { c.resendHook = fn }
 }
 
 // WithRetry sets how many consecutive transient failures a stream survives (the count restarts when

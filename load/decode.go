@@ -20,6 +20,9 @@ type unitLog interface {
 	Acked(f manifest.FileID, unit int) []manifest.Range
 	Ack(f manifest.FileID, unit int, r manifest.Range) error
 	UnitRows(f manifest.FileID, unit int, rows int64) error
+	Intent(f manifest.FileID, unit int, r manifest.Range) error
+	Pending(f manifest.FileID, unit int) []manifest.Range
+	Duplicate(f manifest.FileID, unit int, r manifest.Range) error
 	Sync() error
 }
 
@@ -28,11 +31,14 @@ var _ unitLog = (*manifest.Manifest)(nil)
 // noLog is the manifest of a run that remembers nothing: no unit is done, nothing is recorded.
 type noLog struct{}
 
-func (noLog) UnitDone(manifest.FileID, int) bool             { return false }
-func (noLog) Acked(manifest.FileID, int) []manifest.Range    { return nil }
-func (noLog) Ack(manifest.FileID, int, manifest.Range) error { return nil }
-func (noLog) UnitRows(manifest.FileID, int, int64) error     { return nil }
-func (noLog) Sync() error                                    { return nil }
+func (noLog) UnitDone(manifest.FileID, int) bool                   { return false }
+func (noLog) Acked(manifest.FileID, int) []manifest.Range          { return nil }
+func (noLog) Ack(manifest.FileID, int, manifest.Range) error       { return nil }
+func (noLog) UnitRows(manifest.FileID, int, int64) error           { return nil }
+func (noLog) Sync() error                                          { return nil }
+func (noLog) Intent(manifest.FileID, int, manifest.Range) error    { return nil }
+func (noLog) Pending(manifest.FileID, int) []manifest.Range        { return nil }
+func (noLog) Duplicate(manifest.FileID, int, manifest.Range) error { return nil }
 
 // DecodeStats is what a Decode did.
 type DecodeStats struct {
@@ -74,6 +80,7 @@ func Decode(ctx context.Context, cfg Config, each func(arrow.RecordBatch) error)
 	p := &pipeline{
 		cfg: &cfg, table: tbl, m: noLog{}, files: files, schema: tbl.schema.Arrow(),
 		ids:      make([]manifest.FileID, len(files)),
+		keys:     make([]string, len(files)),
 		plans:    map[string]*planResult{},
 		fileRows: make([]atomic.Int64, len(files)),
 		decoded:  each,

@@ -117,6 +117,14 @@ type Config struct {
 	// StallTimeout stops a unit whose decoder makes no progress for this long (time spent waiting
 	// for the target does not count). Default 5 minutes.
 	StallTimeout time.Duration
+	// AckTimeout is how long a stream waits for the acknowledgement of its oldest unacknowledged
+	// frame before it reconnects and sends the rest again. Default 60 s, as the Zerobus SDKs.
+	AckTimeout time.Duration
+	// Retries is how many consecutive transient failures a stream survives (0: default 4; negative:
+	// none); RetryBackoff is the first backoff, doubled each attempt up to 30 s, with jitter
+	// (default 2 s).
+	Retries      int
+	RetryBackoff time.Duration
 
 	// Allocator allocates the pipeline's Arrow buffers (decoded batches, their casts, the encoder's
 	// scratch); tests pass a checked allocator to catch leaks. Default: a pool of Go memory of the
@@ -212,6 +220,12 @@ type Summary struct {
 	Streams        int     `json:"streams"`
 	Retries        int64   `json:"retries"`
 	SkippedUnits   int64   `json:"skipped_units"`
+	// PossiblyDuplicatedRows counts rows this run sent again while an earlier send's fate was
+	// unknown (after a crash of an earlier run, a fault, an ack timeout or a rotation): the target
+	// may hold them twice. Always 0 against a target that stores each unit range once (the embedded
+	// sink); then Deduplicated is true. The manifest lists the ranges by file (loader status).
+	PossiblyDuplicatedRows int64 `json:"possibly_duplicated_rows"`
+	Deduplicated           bool  `json:"deduplicated"`
 	// VerifiedRows is the table's row growth during the load, nil when it was not verified; then
 	// NotVerified says why ("the load failed", or why the target cannot count).
 	VerifiedRows *int64 `json:"verified_rows"`

@@ -84,22 +84,51 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	default:
 		return fail(fmt.Errorf("count %s before loading: %w", cfg.Table, countErr))
 	}
-	client, err := tgt.Streams(ctx,
+	// p is made below; the client's hook runs only during p.run.
+	var p *pipeline
+	streamOpts := []flightclient.Option{
 		flightclient.WithConnections(cfg.Connections),
 		flightclient.WithMaxFrameBytes(cfg.MaxFrameBytes),
 		flightclient.WithLogger(cfg.Logger),
 		flightclient.WithCreateTable(cfg.CreateTable),
-	)
+		flightclient.WithResendHook(func(span partitioner.Span, rows int64) { p.resent(span, rows) }),
+	}
+	if cfg.AckTimeout > 0 {
+		streamOpts = append(streamOpts, flightclient.WithAckTimeout(cfg.AckTimeout))
+	}
+	if cfg.Retries != 0 || cfg.RetryBackoff > 0 {
+		retries := cfg.Retries
+		switch {
+		case retries == 0:
+			retries = flightclient.DefaultRetries
+		case retries < 0:
+			retries = 0
+		}
+		streamOpts = append(streamOpts, flightclient.WithRetry(retries, cfg.RetryBackoff, flightclient.DefaultBackoffMax))
+	}
+	client, err := tgt.Streams(ctx, streamOpts...)
 	if err != nil {
 		return fail(err)
 	}
 
-	p, err := newPipeline(&cfg, tbl, client, m, files)
+	p, err = newPipeline(&cfg, tbl, client, m, files)
 	if err != nil {
 		return fail(err)
 	}
+	p.epoch = m.Epoch()
+	unreported := m.Unreported() // of earlier runs killed before their summary
+	dedupe, err := client.EnableUnitIDs(ctx, cfg.Table, p.unitID)
+	if err != nil {
+		return fail(fmt.Errorf("ask %s whether it deduplicates by unit id: %w", tgt, err))
+	}
+	p.dedupe = dedupe
+	sum.Deduplicated = dedupe
 	stats, err := p.run(ctx)
 	p.summarize(sum, stats, ctx.Err() == nil)
+	sum.PossiblyDuplicatedRows += unreported
+	if rerr := m.Reported(sum.PossiblyDuplicatedRows); rerr != nil && err == nil {
+		err = fmt.Errorf("manifest: %w", rerr)
+	}
 	failed, qerr := p.failures()
 	sum.FailedFiles = failed
 	if qerr = errors.Join(qerr, p.quarantine.close()); qerr != nil && err == nil {
@@ -123,8 +152,15 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 		grew := after - before
 		sum.VerifiedRows = &grew
-		if grew != sum.Rows {
-			return fail(fmt.Errorf("%w: table %s grew by %d rows but %d rows were acknowledged", ErrVerify, cfg.Table, grew, sum.Rows))
+		// Rows sent again while their fate was unknown may be in the table once more (without
+		// deduplication) or may have been there before this run (with it).
+		lo, hi := sum.Rows, sum.Rows+p.atRisk.Load()
+		if dedupe {
+			lo, hi = sum.Rows-p.atRisk.Load(), sum.Rows
+		}
+		if grew < lo || grew > hi {
+			return fail(fmt.Errorf("%w: table %s grew by %d rows but %d rows were acknowledged (%d of them sent again after a fault or crash)",
+				ErrVerify, cfg.Table, grew, sum.Rows, p.atRisk.Load()))
 		}
 	}
 	if len(sum.FailedFiles) > 0 {
@@ -167,10 +203,17 @@ type pipeline struct {
 	m      unitLog
 	files  []readers.File
 	ids    []manifest.FileID // filled as files are opened; read by acked after a channel handoff
-	schema *arrow.Schema     // the table's canonical schema: every frame's
-	enc    *partitioner.Encoder
-	budget *partitioner.Budget
-	frames chan *partitioner.Frame
+	keys   []string          // the files' unit id prefixes, filled with ids
+	epoch  int64             // the manifest's, part of every unit id
+	dedupe bool              // the target stores each unit range once: nothing is possibly duplicated
+	ackSig chan struct{}     // capacity 1: acknowledgements wait to be synced
+
+	atRisk      atomic.Int64  // rows sent again while their fate was unknown
+	possiblyDup atomic.Int64  // atRisk where the target does not deduplicate
+	schema      *arrow.Schema // the table's canonical schema: every frame's
+	enc         *partitioner.Encoder
+	budget      *partitioner.Budget
+	frames      chan *partitioner.Frame
 
 	plansMu sync.Mutex
 	plans   map[string]*planResult // by source schema fingerprint
@@ -206,6 +249,8 @@ func newPipeline(cfg *Config, tbl *table, client *flightclient.Client, m unitLog
 	p := &pipeline{
 		cfg: cfg, table: tbl, client: client, m: m, files: files, schema: schema,
 		ids:    make([]manifest.FileID, len(files)),
+		keys:   make([]string, len(files)),
+		ackSig: make(chan struct{}, 1),
 		enc:    enc,
 		budget: partitioner.NewBudget(cfg.MaxInflightBytes),
 		frames: make(chan *partitioner.Frame, cfg.Streams),
@@ -267,20 +312,58 @@ func (p *pipeline) run(ctx context.Context) (flightclient.Stats, error) {
 	}
 }
 
+// syncManifest makes acknowledgements durable in groups: whenever some arrived, one fsync takes all
+// that arrived by then, so a crash loses at most the acknowledgements of about one fsync.
 func (p *pipeline) syncManifest(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-p.ackSig:
 			if err := p.m.Sync(); err != nil {
 				p.cfg.Logger.Warn("manifest sync", "err", err)
 			}
 		}
 	}
+}
+
+// unitID is the stable id of a frame's unit the target deduplicates by: the file version (path,
+// size, modification time, schema, unit layout), the unit index and the manifest's epoch.
+func (p *pipeline) unitID(span partitioner.Span) string {
+	return p.keys[span.File] + "." + strconv.Itoa(span.Unit)
+}
+
+// resent counts rows sent again after a call that carried them ended without acknowledging them.
+func (p *pipeline) resent(span partitioner.Span, rows int64) {
+	p.atRisk.Add(rows)
+	if p.dedupe {
+		return
+	}
+	p.possiblyDup.Add(rows)
+	if err := p.m.Duplicate(p.ids[span.File], span.Unit, manifest.Range{From: span.Row, To: span.Row + rows}); err != nil {
+		p.cfg.Logger.Warn("manifest", "err", err)
+	}
+	// Durable before the rows go again, so a crash right after cannot hide them.
+	if err := p.m.Sync(); err != nil {
+		p.cfg.Logger.Warn("manifest sync", "err", err)
+	}
+}
+
+// fileKey is the unit id prefix of a file version in an epoch.
+func fileKey(id manifest.FileID, epoch int64) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%q %d %d %q %q %d", id.Path, id.Size, id.ModTimeNano, id.Schema, id.Layout, epoch)
+	return hex.EncodeToString(h.Sum(nil)[:12]) + ".e" + strconv.FormatInt(epoch, 10)
+}
+
+// layout fingerprints how a file is split into units.
+func layout(units []readers.Unit) string {
+	h := sha256.New()
+	for _, u := range units {
+		fmt.Fprintf(h, "%d:%d:%d;", u.Index, u.Rows, u.Bytes)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // acked records a durable frame. It runs on the client's goroutines.
@@ -290,6 +373,10 @@ func (p *pipeline) acked(f *partitioner.Frame) {
 	}
 	p.inflight.Add(-int64(f.Size()))
 	p.budget.Release(int64(f.Size()))
+	select {
+	case p.ackSig <- struct{}{}:
+	default:
+	}
 	p.fileRows[f.Span.File].Add(f.Rows)
 	p.cfg.Progress.Rows.Add(f.Rows)
 	p.cfg.Progress.Bytes.Add(int64(f.Size()))
@@ -302,6 +389,7 @@ func (p *pipeline) summarize(s *Summary, stats flightclient.Stats, complete bool
 	s.Rows, s.Bytes = pr.Rows.Load(), pr.Bytes.Load()
 	s.Seconds = p.elapsed.Seconds()
 	s.Retries = stats.Retries
+	s.PossiblyDuplicatedRows = p.possiblyDup.Load()
 	s.SkippedUnits = pr.SkippedUnits.Load()
 	s.RowsRead, s.RowsQuarantined = pr.RowsRead.Load(), pr.Quarantined.Load()
 	if complete {
@@ -366,7 +454,8 @@ func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) e
 	}
 	schema := src.Schema()
 	fp := fingerprint(schema)
-	p.ids[i] = manifest.FileID{Path: f.Path, Size: f.Size, ModTimeNano: f.ModTime.UnixNano(), Schema: fp}
+	p.ids[i] = manifest.FileID{Path: f.Path, Size: f.Size, ModTimeNano: f.ModTime.UnixNano(), Schema: fp, Layout: layout(src.Units())}
+	p.keys[i] = fileKey(p.ids[i], p.epoch)
 	plan, err := p.plan(fp, schema, f.Path)
 	if err != nil {
 		src.Close()
@@ -614,6 +703,8 @@ func (p *pipeline) readUnit(fctx context.Context, fr *fileRun, u readers.Unit) e
 
 	id := p.ids[fr.idx]
 	done := p.m.Acked(id, u.Index)
+	// Ranges an earlier run sent and saw no acknowledgement of: the target may hold them already.
+	unknown := p.m.Pending(id, u.Index)
 	var pos int64
 	limited := false
 	err := fr.src.ReadUnit(ctx, u.Index, func(rec arrow.RecordBatch) error {
@@ -630,6 +721,9 @@ func (p *pipeline) readUnit(fctx context.Context, fr *fileRun, u readers.Unit) e
 				r.To = r.From + take
 			}
 			p.cfg.Progress.RowsRead.Add(r.To - r.From)
+			if err := p.intend(id, u.Index, r, unknown); err != nil {
+				return err
+			}
 			if err := p.send(ctx, fr, u.Index, rec, pos, r); err != nil {
 				return err
 			}
@@ -651,6 +745,33 @@ func (p *pipeline) readUnit(fctx context.Context, fr *fileRun, u readers.Unit) e
 	}
 	p.cfg.Progress.SourceDone.Add(u.Bytes)
 	return p.m.UnitRows(id, u.Index, pos)
+}
+
+// intend records, durably, that rows r of the unit are about to be sent, and counts the part an
+// earlier run sent without seeing its acknowledgement as possibly duplicated. Concurrent units share
+// fsyncs.
+func (p *pipeline) intend(id manifest.FileID, unit int, r manifest.Range, unknown []manifest.Range) error {
+	for _, x := range unknown {
+		lo, hi := max(x.From, r.From), min(x.To, r.To)
+		if lo >= hi {
+			continue
+		}
+		p.atRisk.Add(hi - lo)
+		if p.dedupe {
+			continue
+		}
+		p.possiblyDup.Add(hi - lo)
+		if err := p.m.Duplicate(id, unit, manifest.Range{From: lo, To: hi}); err != nil {
+			return fmt.Errorf("manifest: %w", err)
+		}
+	}
+	if err := p.m.Intent(id, unit, r); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	if err := p.m.Sync(); err != nil {
+		return fmt.Errorf("manifest: %w", err)
+	}
+	return nil
 }
 
 // send casts rows r (unit-relative; rec starts at unit row base) and encodes them into frames.

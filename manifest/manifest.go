@@ -29,8 +29,9 @@ var ErrCorrupt = errors.New("manifest is corrupt")
 // ErrClosed is returned by every method of a closed manifest.
 var ErrClosed = errors.New("manifest is closed")
 
-// formatVersion is the header line's version.
-const formatVersion = 1
+// formatVersion is the header line's version. Format 1 (no epoch, layouts, intents or duplicate
+// ranges) is read too, and rewritten as format 2 when opened.
+const formatVersion = 2
 
 // Compaction: Open rewrites a file larger than compactMinBytes whose line count is above
 // compactRatio times the lines a rewrite would hold.
@@ -45,6 +46,10 @@ type FileID struct {
 	Size        int64  `json:"size"`
 	ModTimeNano int64  `json:"mtime_ns"`
 	Schema      string `json:"schema"` // fingerprint of the file's Arrow schema
+	// Layout fingerprints how the reader splits the file into units (their count and byte sizes), so
+	// a run that would split it differently (other CSV split points) does not reuse unit numbers that
+	// mean other rows. Empty in format 1 manifests; such a file matches any layout.
+	Layout string `json:"layout,omitempty"`
 }
 
 // Range is a half-open row range [From, To) within a unit.
@@ -58,13 +63,18 @@ type Manifest struct {
 	path string
 	lock *os.File
 
-	mu     sync.Mutex
-	f      *os.File
-	w      *bufio.Writer
-	files  map[FileID]*fileState
-	nfiles int
-	err    error // sticky write error
-	closed bool
+	mu      sync.Mutex
+	epoch   int64 // bumped by Reset (loader load --force)
+	version int   // the header's format, while replaying
+	// dupRows sums the rows of every Duplicate record (overlaps counted each time); reported sums
+	// what Reported was told. Their difference is what no run's summary has counted yet.
+	dupRows, reported int64
+	f       *os.File
+	w       *bufio.Writer
+	files   map[FileID]*fileState
+	nfiles  int
+	err     error // sticky write error
+	closed  bool
 	// written counts flushes that wrote bytes; synced is the last count made durable.
 	written uint64
 
@@ -80,6 +90,8 @@ type fileState struct {
 
 type unitState struct {
 	acked []Range // sorted, merged
+	sent  []Range // intents: sorted, merged ranges sent (acknowledged or not)
+	dup   []Range // sorted, merged ranges sent again while their fate was unknown
 	rows  int64   // -1 until known
 }
 
@@ -154,19 +166,19 @@ func (m *Manifest) load() error {
 	if err != nil {
 		return fmt.Errorf("manifest %s: read: %w", m.path, err)
 	}
-	good, lines, err := m.replay(data)
+	good, lines, version, err := m.replay(data)
 	if err != nil {
 		return err
 	}
 	if good == 0 {
 		// New (or only a torn header): start with a header.
-		if err := truncateToHeader(f); err != nil {
+		if err := m.truncateToHeader(); err != nil {
 			return fmt.Errorf("manifest %s: write header: %w", m.path, err)
 		}
 		if err := fsutil.SyncDir(filepath.Dir(m.path)); err != nil {
 			return fmt.Errorf("manifest %s: %w", m.path, err)
 		}
-		good = int64(len(headerLine()))
+		good = int64(len(m.headerLine()))
 	} else if good < int64(len(data)) {
 		if err := f.Truncate(good); err != nil {
 			return fmt.Errorf("manifest %s: cut torn tail: %w", m.path, err)
@@ -175,7 +187,7 @@ func (m *Manifest) load() error {
 			return fmt.Errorf("manifest %s: fsync: %w", m.path, err)
 		}
 	}
-	if good >= compactMinBytes && lines > compactRatio*m.liveLines() {
+	if version != formatVersion || good >= compactMinBytes && lines > compactRatio*m.liveLines() {
 		if err := m.compact(); err != nil {
 			return err
 		}
@@ -186,14 +198,17 @@ func (m *Manifest) load() error {
 	return nil
 }
 
-func headerLine() []byte { return []byte(`{"manifest":` + strconv.Itoa(formatVersion) + "}\n") }
+func (m *Manifest) headerLine() []byte {
+	return []byte(`{"manifest":` + strconv.Itoa(formatVersion) + `,"epoch":` + strconv.FormatInt(m.epoch, 10) + "}\n")
+}
 
 // truncateToHeader empties f down to the header line, durably, and leaves its offset at the end.
-func truncateToHeader(f *os.File) error {
+func (m *Manifest) truncateToHeader() error {
+	f := m.f
 	if err := f.Truncate(0); err != nil {
 		return err
 	}
-	if _, err := f.WriteAt(headerLine(), 0); err != nil {
+	if _, err := f.WriteAt(m.headerLine(), 0); err != nil {
 		return err
 	}
 	if _, err := f.Seek(0, io.SeekEnd); err != nil {
@@ -204,7 +219,8 @@ func truncateToHeader(f *os.File) error {
 
 // record is any manifest line.
 type record struct {
-	Manifest *int `json:"manifest"`
+	Manifest *int   `json:"manifest"`
+	Epoch    *int64 `json:"epoch"`
 
 	File *int `json:"file"`
 	FileID
@@ -214,12 +230,18 @@ type record struct {
 	From *int64 `json:"from"`
 	To   *int64 `json:"to"`
 	Rows *int64 `json:"rows"`
+	Sent *Range `json:"sent"`
+	Dup  *Range `json:"dup"`
+	// DupExtra adds to the duplicated row total (a compaction's merged ranges count overlaps once);
+	// Reported adds to the reported total.
+	DupExtra *int64 `json:"dup_extra"`
+	Reported *int64 `json:"reported"`
 }
 
 // replay applies every complete line of data. It returns the length of the valid prefix and the
 // number of lines in it. Invalid lines at the end (a torn write) are left out of the prefix; an invalid
 // line followed by a valid one is corruption.
-func (m *Manifest) replay(data []byte) (good int64, lines int, err error) {
+func (m *Manifest) replay(data []byte) (good int64, lines, version int, err error) {
 	byIdx := map[int]*fileState{}
 	var (
 		off     int64
@@ -247,10 +269,10 @@ func (m *Manifest) replay(data []byte) (good int64, lines int, err error) {
 			why = m.apply(line, lineNo, byIdx)
 		}
 		if why != nil && lineNo == 1 {
-			if nl < 0 && bytes.HasPrefix(headerLine(), line) {
-				return 0, 0, nil // a header torn by a crash while creating the file
+			if hdr := []byte(`{"manifest":`); nl < 0 && (bytes.HasPrefix(line, hdr) || bytes.HasPrefix(hdr, line)) {
+				return 0, 0, formatVersion, nil // a header torn by a crash while creating the file
 			}
-			return 0, 0, fmt.Errorf("manifest %s: %w: %w", m.path, ErrCorrupt, why)
+			return 0, 0, 0, fmt.Errorf("manifest %s: %w: %w", m.path, ErrCorrupt, why)
 		}
 		if why != nil {
 			if badLine == 0 {
@@ -260,14 +282,14 @@ func (m *Manifest) replay(data []byte) (good int64, lines int, err error) {
 			continue
 		}
 		if badLine != 0 {
-			return 0, 0, fmt.Errorf("manifest %s: line %d: %w: %w (a valid line %d follows it; remove the file to start over)",
+			return 0, 0, 0, fmt.Errorf("manifest %s: line %d: %w: %w (a valid line %d follows it; remove the file to start over)",
 				m.path, badLine, ErrCorrupt, badWhy, lineNo)
 		}
 		off += n
 		good = off
 		lines++
 	}
-	return good, lines, nil
+	return good, lines, m.version, nil
 }
 
 // apply applies one line.
@@ -282,12 +304,22 @@ func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) erro
 		if r.Manifest == nil {
 			return errors.New(`the first line is not a manifest header {"manifest":N}`)
 		}
-		if *r.Manifest != formatVersion {
-			return fmt.Errorf("manifest format %d, this loader reads format %d", *r.Manifest, formatVersion)
+		if *r.Manifest != 1 && *r.Manifest != formatVersion {
+			return fmt.Errorf("manifest format %d, this loader reads formats 1 and %d", *r.Manifest, formatVersion)
+		}
+		m.version = *r.Manifest
+		if r.Epoch != nil {
+			m.epoch = *r.Epoch
 		}
 		return nil
 	}
 	switch {
+	case r.DupExtra != nil && r.File == nil && r.F == nil && r.Reported == nil:
+		m.dupRows += *r.DupExtra
+		return nil
+	case r.Reported != nil && r.File == nil && r.F == nil && r.DupExtra == nil:
+		m.reported += *r.Reported
+		return nil
 	case r.File != nil:
 		fs := &fileState{idx: *r.File, declared: true, units: map[int]*unitState{}}
 		if _, dup := byIdx[fs.idx]; dup || fs.idx < 0 {
@@ -316,6 +348,19 @@ func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) erro
 			}
 			u.acked = addRange(u.acked, Range{*r.From, *r.To})
 			return nil
+		case r.Sent != nil && r.From == nil && r.Rows == nil && r.Dup == nil:
+			if r.Sent.From < 0 || r.Sent.To <= r.Sent.From {
+				return fmt.Errorf("sent range [%d,%d) is empty or negative", r.Sent.From, r.Sent.To)
+			}
+			u.sent = addRange(u.sent, *r.Sent)
+			return nil
+		case r.Dup != nil && r.From == nil && r.Rows == nil && r.Sent == nil:
+			if r.Dup.From < 0 || r.Dup.To <= r.Dup.From {
+				return fmt.Errorf("duplicate range [%d,%d) is empty or negative", r.Dup.From, r.Dup.To)
+			}
+			u.dup = addRange(u.dup, *r.Dup)
+			m.dupRows += r.Dup.To - r.Dup.From
+			return nil
 		case r.Rows != nil && r.From == nil && r.To == nil:
 			if *r.Rows < 0 {
 				return fmt.Errorf("row count %d is negative", *r.Rows)
@@ -342,7 +387,7 @@ func (m *Manifest) liveLines() int {
 	for _, fs := range m.files {
 		n++
 		for _, u := range fs.units {
-			n += len(u.acked)
+			n += len(u.acked) + len(u.dup) + len(pendingRanges(u))
 			if u.rows >= 0 {
 				n++
 			}
@@ -366,7 +411,21 @@ func (m *Manifest) compact() error {
 			_, werr = w.Write(b)
 		}
 	}
-	write(headerLine())
+	write(m.headerLine())
+	var merged int64
+	for _, fs := range m.files {
+		for _, u := range fs.units {
+			for _, r := range u.dup {
+				merged += r.To - r.From
+			}
+		}
+	}
+	if extra := m.dupRows - merged; extra != 0 {
+		write([]byte(`{"dup_extra":` + strconv.FormatInt(extra, 10) + "}\n"))
+	}
+	if m.reported != 0 {
+		write([]byte(`{"reported":` + strconv.FormatInt(m.reported, 10) + "}\n"))
+	}
 	ids := make([]FileID, 0, len(m.files))
 	for id := range m.files {
 		ids = append(ids, id)
@@ -391,9 +450,18 @@ func (m *Manifest) compact() error {
 			for _, r := range us.acked {
 				write(appendAckLine(buf[:0], i, u, r))
 			}
+			// Intents already acknowledged are not kept: only the pending ones matter.
+			us.sent = pendingRanges(us)
+			for _, r := range us.sent {
+				write(appendRangeLine(buf[:0], i, u, "sent", r))
+			}
+			for _, r := range us.dup {
+				write(appendRangeLine(buf[:0], i, u, "dup", r))
+			}
 		}
 	}
 	m.nfiles = len(ids)
+	m.version = formatVersion
 	if werr == nil {
 		werr = w.Flush()
 	}
@@ -429,6 +497,10 @@ func appendFileLine(b []byte, idx int, id FileID) []byte {
 	b = strconv.AppendInt(b, id.ModTimeNano, 10)
 	b = append(b, `,"schema":`...)
 	b = appendJSONString(b, id.Schema)
+	if id.Layout != "" {
+		b = append(b, `,"layout":`...)
+		b = appendJSONString(b, id.Layout)
+	}
 	return append(b, "}\n"...)
 }
 
@@ -452,6 +524,18 @@ func appendAckLine(b []byte, f, u int, r Range) []byte {
 	b = append(b, `,"to":`...)
 	b = strconv.AppendInt(b, r.To, 10)
 	return append(b, "}\n"...)
+}
+
+// appendRangeLine appends `{"f":F,"u":U,"<key>":{"from":A,"to":B}}`.
+func appendRangeLine(b []byte, f, u int, key string, r Range) []byte {
+	b = appendUnitLine(b, f, u)
+	b = append(b, `,"`...)
+	b = append(b, key...)
+	b = append(b, `":{"from":`...)
+	b = strconv.AppendInt(b, r.From, 10)
+	b = append(b, `,"to":`...)
+	b = strconv.AppendInt(b, r.To, 10)
+	return append(b, "}}\n"...)
 }
 
 func appendRowsLine(b []byte, f, u int, rows int64) []byte {
@@ -492,7 +576,9 @@ func covered(rs []Range, r Range) bool {
 	return false
 }
 
-// Reset forgets everything recorded (loader load --force). It is durable when it returns.
+// Reset forgets everything recorded (loader load --force) and starts a new epoch, so that targets
+// which remember the units they stored (by ids that include the epoch) take them again. It is
+// durable when it returns.
 func (m *Manifest) Reset() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -500,12 +586,185 @@ func (m *Manifest) Reset() error {
 		return err
 	}
 	m.w.Reset(m.f)
-	if err := truncateToHeader(m.f); err != nil {
+	m.epoch++
+	m.dupRows, m.reported = 0, 0
+	if err := m.truncateToHeader(); err != nil {
 		return m.fail(fmt.Errorf("manifest %s: reset: %w", m.path, err))
 	}
 	m.files = make(map[FileID]*fileState)
 	m.nfiles = 0
 	return nil
+}
+
+// Epoch returns the manifest's epoch: 0 for a new one, plus one for every Reset.
+func (m *Manifest) Epoch() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.epoch
+}
+
+// pendingRanges returns the unit's intents not covered by acknowledgements.
+func pendingRanges(u *unitState) []Range {
+	var out []Range
+	for _, s := range u.sent {
+		out = append(out, subtract(s, u.acked)...)
+	}
+	return out
+}
+
+// subtract returns the parts of r not covered by rs (sorted, merged).
+func subtract(r Range, rs []Range) []Range {
+	var out []Range
+	cur := r.From
+	for _, x := range rs {
+		if x.To <= cur {
+			continue
+		}
+		if x.From >= r.To {
+			break
+		}
+		if x.From > cur {
+			out = append(out, Range{cur, x.From})
+		}
+		cur = max(cur, x.To)
+		if cur >= r.To {
+			return out
+		}
+	}
+	if cur < r.To {
+		out = append(out, Range{cur, r.To})
+	}
+	return out
+}
+
+// Pending returns the unit's ranges sent but not acknowledged (sorted, merged; nil when none): after
+// a crash or a fault, the target may or may not hold them.
+func (m *Manifest) Pending(f FileID, unit int) []Range {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if u := m.lookup(f, unit); u != nil {
+		return pendingRanges(u)
+	}
+	return nil
+}
+
+// Intent records that rows r of the unit are about to be sent. It is buffered like every record: the
+// caller must Sync before sending, so that after a crash the range is known to be possibly in the
+// target. Ranges already recorded as sent are not written again.
+func (m *Manifest) Intent(f FileID, unit int, r Range) error {
+	return m.recordRange(f, unit, r, "sent", func(u *unitState) *[]Range { return &u.sent })
+}
+
+// Duplicate records that rows r of the unit were sent again while the fate of an earlier send was
+// unknown: the target may hold them twice.
+func (m *Manifest) Duplicate(f FileID, unit int, r Range) error {
+	return m.recordRange(f, unit, r, "dup", func(u *unitState) *[]Range { return &u.dup })
+}
+
+func (m *Manifest) recordRange(f FileID, unit int, r Range, key string, set func(*unitState) *[]Range) error {
+	if r.From == r.To && r.From >= 0 {
+		return nil
+	}
+	if unit < 0 || r.From < 0 || r.To < r.From {
+		return fmt.Errorf("manifest: %s unit %d: invalid row range [%d,%d)", f.Path, unit, r.From, r.To)
+	}
+	return m.recordUnit(f, unit, func(u *unitState, idx int, buf []byte) ([]byte, error) {
+		if key != "dup" && covered(*set(u), r) { // a duplicate counts every time
+			return nil, nil
+		}
+		return appendRangeLine(buf, idx, unit, key, r), nil
+	}, func(u *unitState) {
+		p := set(u)
+		*p = addRange(*p, r)
+		if key == "dup" {
+			m.dupRows += r.To - r.From
+		}
+	})
+}
+
+// Unreported returns the rows recorded with Duplicate that no Reported call has counted: those of
+// runs that were killed before they could print a summary.
+func (m *Manifest) Unreported() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dupRows - m.reported
+}
+
+// Reported records that a run's summary counted n possibly duplicated rows.
+func (m *Manifest) Reported(n int64) error {
+	if n == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.usable(); err != nil {
+		return err
+	}
+	if _, err := m.w.WriteString(`{"reported":` + strconv.FormatInt(n, 10) + "}\n"); err != nil {
+		return m.fail(fmt.Errorf("manifest %s: write: %w", m.path, err))
+	}
+	m.reported += n
+	return nil
+}
+
+// UnitStatus is what the manifest says about one unit.
+type UnitStatus struct {
+	Unit int `json:"unit"`
+	// Rows is the unit's row count, -1 when not known yet (the unit was never read to its end).
+	Rows  int64   `json:"rows"`
+	Acked []Range `json:"acked,omitempty"`
+	// Pending are ranges sent but not acknowledged: the target may or may not hold them.
+	Pending []Range `json:"pending,omitempty"`
+	// Duplicated are ranges sent again while an earlier send's fate was unknown.
+	Duplicated []Range `json:"possibly_duplicated,omitempty"`
+	Done       bool    `json:"done"`
+}
+
+// FileStatus is what the manifest says about one source file.
+type FileStatus struct {
+	FileID
+	Units []UnitStatus `json:"units"`
+}
+
+// Status lists every file the manifest knows, in the order they were first recorded, with their
+// units in order.
+func (m *Manifest) Status() []FileStatus {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]FileStatus, 0, len(m.files))
+	for id, fs := range m.files {
+		st := FileStatus{FileID: id}
+		units := make([]int, 0, len(fs.units))
+		for u := range fs.units {
+			units = append(units, u)
+		}
+		slices.Sort(units)
+		for _, u := range units {
+			us := fs.units[u]
+			st.Units = append(st.Units, UnitStatus{
+				Unit: u, Rows: us.rows, Acked: slices.Clone(us.acked), Pending: pendingRanges(us),
+				Duplicated: slices.Clone(us.dup),
+				Done:       us.rows >= 0 && (us.rows == 0 || covered(us.acked, Range{0, us.rows})),
+			})
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b FileStatus) int { return m.files[a.FileID].idx - m.files[b.FileID].idx })
+	return out
+}
+
+// Inspect reads the manifest at path without locking it (a running loader may hold it) and returns
+// its epoch and status. A torn last line is ignored.
+func Inspect(path string) (epoch int64, files []FileStatus, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, nil, fmt.Errorf("manifest %s: %w", path, err)
+	}
+	m := &Manifest{path: path, files: make(map[FileID]*fileState)}
+	if _, _, _, err := m.replay(data); err != nil {
+		return 0, nil, err
+	}
+	return m.epoch, m.Status(), nil
 }
 
 // Acked returns the unit's acknowledged row ranges, sorted and merged (nil when none).
@@ -541,11 +800,21 @@ func (m *Manifest) UnitDone(f FileID, unit int) bool {
 }
 
 func (m *Manifest) lookup(f FileID, unit int) *unitState {
-	fs := m.files[f]
+	fs := m.fileOf(f)
 	if fs == nil {
 		return nil
 	}
 	return fs.units[unit]
+}
+
+// fileOf returns f's state, or that of the same file recorded without a layout (format 1).
+func (m *Manifest) fileOf(f FileID) *fileState {
+	if fs := m.files[f]; fs != nil || f.Layout == "" {
+		return fs
+	}
+	legacy := f
+	legacy.Layout = ""
+	return m.files[legacy]
 }
 
 // Ack records that rows r of the unit are acknowledged. Records are buffered; Sync makes them durable.
@@ -614,7 +883,7 @@ func (m *Manifest) recordUnit(f FileID, unit int, line func(u *unitState, idx in
 
 // fileLocked returns f's state, creating it (undeclared) if needed.
 func (m *Manifest) fileLocked(f FileID) *fileState {
-	fs := m.files[f]
+	fs := m.fileOf(f)
 	if fs == nil {
 		fs = &fileState{idx: m.nfiles, units: map[int]*unitState{}}
 		m.nfiles++
@@ -626,7 +895,7 @@ func (m *Manifest) fileLocked(f FileID) *fileState {
 // writeLocked buffers a record line about f, after f's "file" line if that was not written yet.
 func (m *Manifest) writeLocked(f FileID, fs *fileState, line []byte) error {
 	if !fs.declared {
-		line = append(appendFileLine(nil, fs.idx, f), line...)
+		line = append(appendFileLine(nil, fs.idx, f), line...) // fileLocked made fs for f itself
 	}
 	if _, err := m.w.Write(line); err != nil {
 		return m.fail(fmt.Errorf("manifest %s: write: %w", m.path, err))

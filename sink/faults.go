@@ -15,6 +15,7 @@ type faultState struct {
 	f           Faults
 	unavailable int // calls still to refuse
 	dropCalls   int // DoPuts still to drop; meaningful when f.DropCalls > 0
+	silent      int // DoPuts still to keep silent
 }
 
 func (fs *faultState) set(f Faults) {
@@ -23,6 +24,7 @@ func (fs *faultState) set(f Faults) {
 	fs.f = f
 	fs.unavailable = max(f.UnavailableCalls, 0)
 	fs.dropCalls = max(f.DropCalls, 0)
+	fs.silent = max(f.SilentCalls, 0)
 }
 
 // takeUnavailable reports whether this call is to be refused, counting it.
@@ -42,6 +44,7 @@ type streamFaults struct {
 	ackDelayNs  int64
 	rotateAfter int
 	rotateMs    uint64
+	silent      bool // send no acks
 }
 
 // forStream snapshots the set for a DoPut whose setup succeeded, taking a drop turn if one is due.
@@ -52,6 +55,10 @@ func (fs *faultState) forStream() streamFaults {
 		ackDelayNs:  int64(max(fs.f.AckDelay, 0)),
 		rotateAfter: max(fs.f.RotateAfterFrames, 0),
 		rotateMs:    uint64(max(fs.f.RotateGrace.Milliseconds(), 0)),
+	}
+	if fs.silent > 0 {
+		fs.silent--
+		sf.silent = true
 	}
 	if fs.f.DropAfterFrames > 0 {
 		switch {
@@ -91,6 +98,7 @@ func (f *Faults) UnmarshalJSON(b []byte) error {
 		{"drop_after_frames", int64(f.DropAfterFrames)}, {"drop_calls", int64(f.DropCalls)},
 		{"ack_delay", int64(f.AckDelay)}, {"rotate_after_frames", int64(f.RotateAfterFrames)},
 		{"rotate_grace", int64(f.RotateGrace)}, {"unavailable_calls", int64(f.UnavailableCalls)},
+		{"silent_calls", int64(f.SilentCalls)},
 	} {
 		if c.v < 0 {
 			return fmt.Errorf("%s is negative", c.name)

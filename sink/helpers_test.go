@@ -205,7 +205,7 @@ func start(t testing.TB, dir string, opts ...sink.Option) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, wh: wh, mem: memory.NewCheckedAllocator(memory.NewGoAllocator()), served: make(chan error, 1)}
-	e.srv = sink.New(wh, append([]sink.Option{sink.WithAllocator(e.mem)}, opts...)...)
+	e.srv = sink.New(wh, append([]sink.Option{sink.WithAllocator(e.mem), sink.WithTestFaults(true)}, opts...)...)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,9 @@
 package sink
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/loaderproject/loader/internal/sinkapi"
 	"github.com/loaderproject/loader/sink/internal/wal"
 	"github.com/loaderproject/loader/warehouse"
 	"github.com/loaderproject/loader/zerobus"
@@ -37,7 +40,8 @@ func (d dialect) String() string {
 
 // ackItem is one received data frame on its way to being acknowledged.
 type ackItem struct {
-	fut     *wal.Pending // nil: nothing to wait for (discard mode, zero rows)
+	fut     *wal.Pending   // nil: nothing to wait for (discard mode, zero rows, rows held already)
+	deps    []*wal.Pending // records of other frames holding rows of this one (unit ids)
 	offset  int64
 	records int64 // cumulative rows on this DoPut, this frame included
 	size    int64 // stream budget held until fut completes
@@ -227,12 +231,18 @@ func ackStatus(ctx context.Context, err error) error {
 // frame checks, decodes and stores the data frame numbered p.expected.
 func (p *putStream) frame(ctx context.Context, fd *flight.FlightData) (ackItem, error) {
 	offset := p.expected
+	var um sinkapi.UnitMeta
 	if meta := fd.GetAppMetadata(); p.dialect == dialectZerobus || len(meta) > 0 {
 		got, err := zerobus.ParseFrameMetadata(meta)
 		if err != nil {
 			return ackItem{}, invalidf("data frame after offset %d: %v", p.expected-1, err)
 		}
 		offset = got
+		if bytes.Contains(meta, []byte(`"unit"`)) {
+			if err := json.Unmarshal(meta, &um); err != nil {
+				return ackItem{}, invalidf("data frame at offset %d: app_metadata unit fields: %v", offset, err)
+			}
+		}
 	}
 	if offset != p.expected {
 		return ackItem{}, zerobus.NonIncrementalOffsetError(p.expected, offset)
@@ -257,10 +267,16 @@ func (p *putStream) frame(ctx context.Context, fd *flight.FlightData) (ackItem, 
 	if err != nil {
 		return ackItem{}, invalidf("data frame at offset %d: %v", offset, err)
 	}
+	if um.Unit != "" && (um.From < 0 || um.To-um.From != rows) {
+		return ackItem{}, invalidf("data frame at offset %d: unit %q rows [%d,%d) but the frame holds %d rows", offset, um.Unit, um.From, um.To, rows)
+	}
 	p.records += rows
 	item := ackItem{offset: offset, records: p.records}
 	if p.ts.wal == nil || rows == 0 {
 		return item, nil
+	}
+	if um.Unit != "" && p.ts.units != nil {
+		return p.storeUnit(ctx, item, fd, um)
 	}
 	size := int64(len(p.schemaHeader) + len(fd.GetDataHeader()) + len(fd.GetDataBody()))
 	item.size = min(size, streamBudget)
@@ -281,6 +297,37 @@ func (p *putStream) frame(ctx context.Context, fd *flight.FlightData) (ackItem, 
 	return item, nil
 }
 
+// storeUnit logs the rows of a tagged frame that the table does not hold yet.
+func (p *putStream) storeUnit(ctx context.Context, item ackItem, fd *flight.FlightData, um sinkapi.UnitMeta) (ackItem, error) {
+	ts := p.ts
+	size := int64(len(p.schemaHeader) + len(fd.GetDataHeader()) + len(fd.GetDataBody()))
+	item.size = min(size, streamBudget)
+	if err := p.budget.Acquire(ctx, item.size); err != nil {
+		return ackItem{}, ackStatus(ctx, err)
+	}
+	fut, deps, err := ts.units.store(um.Unit, um.From, um.To, func(keep []unitRange) (*wal.Pending, error) {
+		var kept int64
+		for _, k := range keep {
+			kept += k.To - k.From
+		}
+		return ts.wal.AppendFunc(ctx, func(uint64) { ts.pending.Add(kept) },
+			recordParts(kept, unitMetaBytes(um.Unit, um.From, keep), p.schemaHeader, fd.GetDataHeader(), fd.GetDataBody())...)
+	})
+	if err != nil {
+		p.budget.Release(item.size)
+		if ctx.Err() != nil {
+			return ackItem{}, ackStatus(ctx, ctx.Err())
+		}
+		return ackItem{}, status.Errorf(codes.Unavailable, "table %s: write-ahead log: %v", ts.name, err)
+	}
+	if fut == nil {
+		p.budget.Release(item.size)
+		item.size = 0
+	}
+	item.fut, item.deps = fut, deps
+	return item, nil
+}
+
 // checkBatch is check.Check, recovering from a panic on data the decoder let through.
 func checkBatch(check *warehouse.Checker, rec arrow.RecordBatch) (err error) {
 	defer func() {
@@ -293,6 +340,17 @@ func checkBatch(check *warehouse.Checker, rec arrow.RecordBatch) (err error) {
 
 // wait waits until the frame is durable and gives its budget back.
 func (p *putStream) wait(ctx context.Context, it ackItem) error {
+	for _, d := range it.deps {
+		select {
+		case <-d.Done():
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		if err := d.Err(); err != nil {
+			p.budget.Release(it.size)
+			return status.Errorf(codes.Unavailable, "table %s: write-ahead log: %v", p.ts.name, err)
+		}
+	}
 	if it.fut == nil {
 		return nil
 	}
@@ -309,6 +367,13 @@ func (p *putStream) wait(ctx context.Context, it ackItem) error {
 }
 
 func durableNow(it ackItem) bool {
+	for _, d := range it.deps {
+		select {
+		case <-d.Done():
+		default:
+			return false
+		}
+	}
 	if it.fut == nil {
 		return true
 	}
@@ -400,6 +465,9 @@ func (p *putStream) ackLoop(ctx context.Context, acks <-chan ackItem) error {
 			ms := p.faults.rotateMs
 			ack.CloseStreamAfterMs = &ms
 			rotated = true
+		}
+		if p.faults.silent {
+			continue // fault injection: the frame is stored, its ack never sent
 		}
 		if err := p.stream.Send(&flight.PutResult{AppMetadata: ack.Marshal()}); err != nil {
 			return err

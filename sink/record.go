@@ -16,7 +16,7 @@ import (
 //	[0]      format version (1)
 //	[1:8]    zero
 //	[8:16]   rows        int64 LE
-//	[16:20]  meta length uint32 LE   (reserved for unit ids; empty today)
+//	[16:20]  meta length uint32 LE   (empty, or the JSON unit id and kept ranges of a tagged frame: units.go)
 //	[20:24]  schema length uint32 LE (the stream's IPC Schema message flatbuffer, as received)
 //	[24:28]  header length uint32 LE (the frame's IPC RecordBatch message flatbuffer, as received)
 //	[28:32]  zero

@@ -289,6 +289,7 @@ var sinkActions = []*flight.ActionType{
 	{Type: sinkapi.ActionCount, Description: "Body: a table name. Result: JSON {table, committed, acknowledged, version}."},
 	{Type: sinkapi.ActionFlush, Description: "Body: a table name. Commits every acknowledged row now. Result: as " + sinkapi.ActionCount + "."},
 	{Type: sinkapi.ActionDescribe, Description: "Body: a table name. Result: JSON {table, id, columns, delta_schema}."},
+	{Type: sinkapi.ActionUnitIDs, Description: "Body: a table name. Result: JSON {table, unit_ids}: whether data frames tagged with unit ids are stored once."},
 	{Type: sinkapi.ActionFaults, Description: "Body: a JSON fault set (drop_after_frames, drop_calls, ack_delay, rotate_after_frames, rotate_grace, unavailable_calls; durations in ns). Installs it and returns it."},
 }
 
@@ -333,7 +334,16 @@ func (svc *service) DoAction(a *flight.Action, stream flight.FlightService_DoAct
 		if err != nil {
 			return tableStatus(name, err)
 		}
+	case sinkapi.ActionUnitIDs:
+		name, perr := tableschema.ParseTableName(strings.TrimSpace(string(a.GetBody())))
+		if perr != nil {
+			return status.Errorf(codes.InvalidArgument, "action %s: body: %v", a.GetType(), perr)
+		}
+		body = sinkapi.UnitIDsResult{Table: name.String(), UnitIDs: !svc.s.cfg.discard && !svc.s.cfg.noUnitIDs}
 	case sinkapi.ActionFaults:
+		if !svc.s.cfg.testFaults {
+			return status.Errorf(codes.PermissionDenied, "action %s: fault injection is off; it is served only by a sink started for tests (loader serve --test-faults)", a.GetType())
+		}
 		var f Faults
 		if err := json.Unmarshal(a.GetBody(), &f); err != nil {
 			return status.Errorf(codes.InvalidArgument, "action %s: body is not a fault set: %v", a.GetType(), err)

@@ -60,6 +60,8 @@ type config struct {
 	discard        bool
 	log            *slog.Logger
 	faults         Faults
+	testFaults     bool
+	noUnitIDs      bool
 	mem            memory.Allocator
 	segmentBytes   int64
 	streamRate     int64 // bytes per second per DoPut; 0: unlimited
@@ -102,6 +104,18 @@ func WithLogger(l *slog.Logger) Option {
 // WithFaults installs a fault set from the start. Default: none (the zero Faults).
 func WithFaults(f Faults) Option {
 	return func(c *config) { c.faults = f }
+}
+
+// WithTestFaults serves the loader.faults action, which lets any client that passes authentication
+// inject faults. Default false: the action answers PermissionDenied. Only for tests.
+func WithTestFaults(on bool) Option {
+	return func(c *config) { c.testFaults = on }
+}
+
+// WithUnitIDs says whether the sink offers deduplication by unit id (loader.unit-ids). Default true;
+// false makes it an at-least-once target like Zerobus, for measuring what deduplication saves.
+func WithUnitIDs(on bool) Option {
+	return func(c *config) { c.noUnitIDs = !on }
 }
 
 // WithAllocator sets the allocator for decoding frames, casting Flight SQL batches and reading tables
@@ -161,6 +175,9 @@ type Faults struct {
 	RotateGrace       time.Duration `json:"rotate_grace,omitempty"`
 	// UnavailableCalls refuses the next this-many DoPut calls with Unavailable before reading them.
 	UnavailableCalls int `json:"unavailable_calls,omitempty"`
+	// SilentCalls makes the next this-many DoPuts store their frames but never acknowledge them (the
+	// client's ack timeout must notice). A DoPut takes its turn when its setup succeeds (READY).
+	SilentCalls int `json:"silent_calls,omitempty"`
 }
 
 // New returns a server over the warehouse. It does no I/O.

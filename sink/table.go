@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -41,6 +42,8 @@ type tableState struct {
 	name tableschema.TableName
 	t    *warehouse.Table
 	wal  *wal.WAL // nil in discard mode
+	// units are the unit ranges the table holds (see units.go); nil in discard mode.
+	units *unitIndex
 
 	schemaMu sync.RWMutex
 	schema   *tableschema.Schema
@@ -145,6 +148,12 @@ func (s *Server) openTable(ctx context.Context, name tableschema.TableName) (*ta
 		close(ts.done)
 		return ts, nil
 	}
+	ts.units = newUnitIndex()
+	for app, v := range snap.Txns {
+		if unit, r, ok := parseUnitTxn(app, v); ok {
+			ts.units.addDurable(unit, r.From, r.To)
+		}
+	}
 	var pending int64
 	var bad error
 	w, err := wal.Open(walDir(t.Dir()),
@@ -155,11 +164,20 @@ func (s *Server) openTable(ctx context.Context, name tableschema.TableName) (*ta
 			if seq <= ts.committed {
 				return
 			}
-			rows, err := recordRows(payload)
+			r, err := parseRecord(payload)
+			if err == nil {
+				var um unitRecordMeta
+				var ok bool
+				if um, ok, err = parseUnitMeta(r.meta, r.rows); ok {
+					for _, k := range um.Keep {
+						ts.units.addDurable(um.Unit, k[0], k[1])
+					}
+				}
+			}
 			if err != nil && bad == nil {
 				bad = fmt.Errorf("record %d: %w", seq, err)
 			}
-			pending += rows
+			pending += r.rows
 		}))
 	if err != nil {
 		return nil, err
@@ -263,6 +281,7 @@ func (ts *tableState) commitChunk(ctx context.Context, target uint64) error {
 		bytes    int
 		rows     int64 // rows leaving the pending count: written or rejected
 		rejected int
+		units    = map[string][]unitRange{}
 	)
 	err = ts.wal.Replay(ctx, ts.committed, target, func(seq uint64, payload []byte) error {
 		if bytes > 0 && bytes+len(payload) > maxCommitBytes {
@@ -272,7 +291,22 @@ func (ts *tableState) commitChunk(ctx context.Context, target uint64) error {
 		if err != nil {
 			return fmt.Errorf("log record %d: %w", seq, err)
 		}
-		if err := ts.writeRecord(ctx, w, schema, r, mem); err != nil {
+		um, tagged, err := parseUnitMeta(r.meta, r.rows)
+		if err != nil {
+			return fmt.Errorf("log record %d: %w", seq, err)
+		}
+		var keep [][2]int64
+		if tagged {
+			for _, k := range um.Keep {
+				units[um.Unit] = append(units[um.Unit], unitRange{k[0], k[1]})
+			}
+			// Ranges relative to the frame.
+			keep = make([][2]int64, len(um.Keep))
+			for i, k := range um.Keep {
+				keep[i] = [2]int64{k[0] - um.From, k[1] - um.From}
+			}
+		}
+		if err := ts.writeRecord(ctx, w, schema, r, keep, mem); err != nil {
 			if !errors.Is(err, errReject) {
 				return fmt.Errorf("log record %d: %w", seq, err)
 			}
@@ -297,6 +331,7 @@ func (ts *tableState) commitChunk(ctx context.Context, target uint64) error {
 	}
 	res, err := w.Commit(ctx, warehouse.CommitOptions{
 		Txn:       &warehouse.Txn{AppID: walAppID, Version: int64(last)},
+		MoreTxns:  unitTxns(units),
 		Operation: "STREAMING UPDATE",
 		OperationParameters: map[string]string{
 			"outputMode": "Append",
@@ -325,7 +360,7 @@ var errReject = errors.New("record does not fit the table")
 
 // writeRecord decodes one log record and writes it; errors wrapping errReject mean the record can
 // never be written to this table (its schema was replaced) and is to be kept aside.
-func (ts *tableState) writeRecord(ctx context.Context, w *warehouse.Writer, schema *tableschema.Schema, r walRecord, mem memory.Allocator) error {
+func (ts *tableState) writeRecord(ctx context.Context, w *warehouse.Writer, schema *tableschema.Schema, r walRecord, keep [][2]int64, mem memory.Allocator) error {
 	rec, err := decodeRecord(r, mem)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errReject, err)
@@ -334,11 +369,32 @@ func (ts *tableState) writeRecord(ctx context.Context, w *warehouse.Writer, sche
 	if se := zerobus.ValidateSchema(schema, rec.Schema()); se != nil {
 		return fmt.Errorf("%w: %w", errReject, se)
 	}
-	if err := w.Write(ctx, rec); err != nil {
-		if errors.Is(err, warehouse.ErrBadValue) {
-			return fmt.Errorf("%w: %w", errReject, err)
+	write := func(rec arrow.RecordBatch) error {
+		if err := w.Write(ctx, rec); err != nil {
+			if errors.Is(err, warehouse.ErrBadValue) {
+				return fmt.Errorf("%w: %w", errReject, err)
+			}
+			return err
 		}
-		return err
+		return nil
+	}
+	if keep == nil {
+		return write(rec)
+	}
+	// A tagged record keeps only the ranges of its frame the table did not hold.
+	for _, k := range keep {
+		if k[0] < 0 || k[1] > rec.NumRows() {
+			return fmt.Errorf("%w: kept rows [%d,%d) of a %d-row frame", errReject, k[0], k[1], rec.NumRows())
+		}
+		if k[0] == 0 && k[1] == rec.NumRows() {
+			return write(rec)
+		}
+		part := rec.NewSlice(k[0], k[1])
+		err := write(part)
+		part.Release()
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -27,6 +27,9 @@ type CommitOptions struct {
 	// Txn, when set, is recorded in the commit; if the table already holds this app id at Version or
 	// later, Commit deletes the staged files and returns ErrTxnCommitted.
 	Txn *Txn
+	// MoreTxns are recorded in the commit too, without Txn's check (the embedded sink's unit ranges).
+	// Their app ids must differ from each other and from Txn's.
+	MoreTxns []Txn
 	// Overwrite removes every file of the current snapshot in the same commit (Flight SQL replace).
 	Overwrite bool
 	// Schema, with Overwrite, replaces the table's schema (a new metaData action).
@@ -255,6 +258,9 @@ func (w *Writer) actions(version int64, opts CommitOptions, res CommitResult, cu
 		md := *meta
 		md.SchemaString = opts.Schema.DeltaJSON()
 		actions = append(actions, delta.Action{MetaData: &md})
+	}
+	for _, t := range opts.MoreTxns {
+		actions = append(actions, delta.Action{Txn: &delta.Txn{AppID: t.AppID, Version: t.Version, LastUpdated: &now}})
 	}
 	if opts.Txn != nil {
 		actions = append(actions, delta.Action{Txn: &delta.Txn{AppID: opts.Txn.AppID, Version: opts.Txn.Version, LastUpdated: &now}})

@@ -191,12 +191,19 @@ type badDataFlags struct {
 	onError       string
 	quarantineDir string
 	stallTimeout  time.Duration
+	// What a stream does when the target fails or goes silent.
+	ackTimeout   time.Duration
+	retries      int
+	retryBackoff time.Duration
 }
 
 func (f *badDataFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.onError, "on-error", string(load.OnErrorFail), "bad data policy: fail (stop at the first bad file), skip-file (load the rest, exit 3) or quarantine (bad CSV rows and failed files go to --quarantine-dir as NDJSON)")
 	fl.StringVar(&f.quarantineDir, "quarantine-dir", load.DefaultQuarantineDir, "dead-letter folder of --on-error quarantine (a subfolder per run)")
 	fl.DurationVar(&f.stallTimeout, "stall-timeout", load.DefaultStallTimeout, "fail a file whose decoder makes no progress for this long")
+	fl.DurationVar(&f.ackTimeout, "ack-timeout", flightclient.DefaultAckTimeout, "reconnect a stream and send its unacknowledged rows again when no acknowledgement comes for this long")
+	fl.IntVar(&f.retries, "retries", flightclient.DefaultRetries, "consecutive transient failures (Unavailable, cut connections, ack timeouts) a stream survives before the load fails")
+	fl.DurationVar(&f.retryBackoff, "retry-backoff", flightclient.DefaultBackoffBase, "first wait before a retry, doubled each attempt up to 30s, with jitter")
 }
 
 func (f *badDataFlags) apply(cfg *load.Config) error {
@@ -206,6 +213,14 @@ func (f *badDataFlags) apply(cfg *load.Config) error {
 		return usagef("--on-error %q: want fail, skip-file or quarantine", f.onError)
 	}
 	cfg.OnError, cfg.QuarantineDir, cfg.StallTimeout = load.OnError(f.onError), f.quarantineDir, f.stallTimeout
+	if f.ackTimeout <= 0 || f.retryBackoff <= 0 || f.retries < 0 {
+		return usagef("--ack-timeout and --retry-backoff must be positive, --retries at least 0")
+	}
+	cfg.AckTimeout, cfg.RetryBackoff = f.ackTimeout, f.retryBackoff
+	cfg.Retries = f.retries
+	if f.retries == 0 {
+		cfg.Retries = -1 // none
+	}
 	return nil
 }
 

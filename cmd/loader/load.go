@@ -77,7 +77,8 @@ your own.
 
 At the end, where the target can count rows, the table's growth is compared with the rows
 acknowledged, and a mismatch fails the load. --json prints one object on stdout with the keys files,
-rows, bytes, seconds, rows_per_second, bytes_per_second, streams, retries, skipped_units and
+rows, bytes, seconds, rows_per_second, bytes_per_second, streams, retries, skipped_units,
+possibly_duplicated_rows and
 verified_rows (null when the target cannot count), plus rows_read, rows_quarantined, rows_refused
 and failed_files (a list, present when files failed). bytes are Arrow IPC bytes acknowledged.`,
 		Example: `  loader load --table main.default.events --create-table ./data/
@@ -185,6 +186,11 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 		fmt.Fprintf(a.stdout, ", %d units already loaded", s.SkippedUnits)
 	}
 	fmt.Fprintln(a.stdout)
+	if s.Deduplicated {
+		fmt.Fprintf(a.stdout, "possibly duplicated rows: %d (the target stores each unit range once)\n", s.PossiblyDuplicatedRows)
+	} else {
+		fmt.Fprintf(a.stdout, "possibly duplicated rows: %s (sent again after a crash, fault or rotation; see loader status)\n", humanize.Comma(s.PossiblyDuplicatedRows))
+	}
 	if s.RowsQuarantined > 0 || s.RowsRefused > 0 || len(s.FailedFiles) > 0 {
 		fmt.Fprintf(a.stdout, "rows read %s: %s loaded, %s quarantined, %s refused; %d files failed\n",
 			humanize.Comma(s.RowsRead), humanize.Comma(s.Rows), humanize.Comma(s.RowsQuarantined), humanize.Comma(s.RowsRefused), len(s.FailedFiles))

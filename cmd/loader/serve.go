@@ -22,6 +22,8 @@ type serveFlags struct {
 	shutdownWait   time.Duration
 	streamRate     byteRate
 	faults         sink.Faults
+	testFaults     bool
+	unitIDs        bool
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -46,7 +48,8 @@ stream at 100 MB/s; with --fault-ack-delay (Zerobus acknowledges after about 150
 in for the service in benchmarks (loader bench --throttle).
 
 Faults for tests (off by default): --fault-drop-after, --fault-ack-delay, --fault-rotate-after,
---fault-unavailable.`,
+--fault-unavailable. --test-faults also serves the loader.faults action, with which any client that
+passes authentication can inject faults into the running sink: never use it outside tests.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.serve(cmd.Context(), f) },
 	}
@@ -58,6 +61,8 @@ Faults for tests (off by default): --fault-drop-after, --fault-ack-delay, --faul
 	fl.BoolVar(&f.discard, "discard", false, "acknowledge data without storing it (client benchmarks only: NOTHING IS KEPT)")
 	fl.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for in-flight calls before cutting them off")
 	fl.Var(&f.streamRate, "stream-rate-limit", "cap each DoPut at RATE bytes per second, e.g. 25MB/s (default: unlimited)")
+	fl.BoolVar(&f.unitIDs, "unit-ids", true, "store each source unit range once, however often a loader sends it (false: at-least-once, like Zerobus)")
+	fl.BoolVar(&f.testFaults, "test-faults", false, "serve the loader.faults action, so clients can inject faults (tests only)")
 	fl.IntVar(&f.faults.DropAfterFrames, "fault-drop-after", 0, "test fault: end each DoPut with Unavailable after N data frames")
 	fl.IntVar(&f.faults.DropCalls, "fault-drop-calls", 0, "test fault: apply --fault-drop-after to the next N DoPuts only (0: all)")
 	fl.DurationVar(&f.faults.AckDelay, "fault-ack-delay", 0, "test fault: hold every ack back this long")
@@ -80,6 +85,8 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		sink.WithCommitInterval(f.commitInterval),
 		sink.WithDiscard(f.discard),
 		sink.WithFaults(f.faults),
+		sink.WithTestFaults(f.testFaults),
+		sink.WithUnitIDs(f.unitIDs),
 		sink.WithStreamRateLimit(int64(f.streamRate)),
 	}
 	if len(f.tokens) > 0 {

@@ -16,7 +16,29 @@ const (
 	// ActionFaults takes a JSON-encoded fault set (see sink.Faults) and installs it; tests use it to
 	// steer a sink running in another process. It returns the installed set.
 	ActionFaults = "loader.faults"
+	// ActionUnitIDs asks whether the sink deduplicates by unit id (see UnitMeta). It returns a
+	// UnitIDsResult; a server that does not know it answers Unimplemented, and the client then sends
+	// no unit ids.
+	ActionUnitIDs = "loader.unit-ids"
 )
+
+// UnitIDsResult is the body of an ActionUnitIDs result.
+type UnitIDsResult struct {
+	Table string `json:"table"`
+	// UnitIDs is true when the sink records the unit ids of data frames with their rows and
+	// acknowledges a frame whose rows it already holds without storing them again.
+	UnitIDs bool `json:"unit_ids"`
+}
+
+// UnitMeta is what a data frame's app_metadata JSON carries, next to its offset_id, once the sink
+// accepted ActionUnitIDs: the frame holds rows [From, To) of the source unit Unit. A unit id is
+// stable across runs of the same load (it names the source file's version, the unit and the
+// manifest's epoch), so the sink can tell a range it already holds.
+type UnitMeta struct {
+	Unit string `json:"unit,omitempty"`
+	From int64  `json:"from,omitempty"`
+	To   int64  `json:"to,omitempty"`
+}
 
 // CountResult is the body of ActionCount and ActionFlush results.
 type CountResult struct {

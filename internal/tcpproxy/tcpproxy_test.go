@@ -1,0 +1,92 @@
+package tcpproxy_test
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/loaderproject/loader/internal/tcpproxy"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// echo serves lines back until the listener closes.
+func echo(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return ln.Addr().String()
+}
+
+func roundTrip(t *testing.T, c net.Conn, r *bufio.Reader, msg string) error {
+	t.Helper()
+	if _, err := c.Write([]byte(msg + "\n")); err != nil {
+		return err
+	}
+	got, err := r.ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if got != msg+"\n" {
+		t.Errorf("echo = %q; want %q", got, msg)
+	}
+	return nil
+}
+
+func TestForwardCutAndReconnect(t *testing.T) {
+	p, err := tcpproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if err := roundTrip(t, c, r, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	if p.Forwarded() != 6 {
+		t.Errorf("forwarded %d bytes; want 6", p.Forwarded())
+	}
+	p.CutAfter(3)
+	if err := roundTrip(t, c, r, "cut here"); err == nil {
+		t.Error("round trip after CutAfter succeeded; want the connection cut")
+	}
+	if p.Cuts() != 1 {
+		t.Errorf("Cuts = %d; want 1", p.Cuts())
+	}
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if err := roundTrip(t, c2, bufio.NewReader(c2), "again"); err != nil {
+		t.Errorf("new connection after the cut: %v", err)
+	}
+	if n := p.Cut(); n != 2 {
+		t.Errorf("Cut closed %d connections; want 2 (both sides of one)", n)
+	}
+}
