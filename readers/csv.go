@@ -205,8 +205,24 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
 // openText opens a CSV file, undoing gzip or zstd compression (told by magic bytes) and skipping a
 // UTF-8 byte-order mark.
-func openText(path string) (*csvText, error) {
-	fh, err := os.Open(path)
+// An object is read in order and not split into units: with one GET and read-ahead, or when
+// sample (Open reads the first rows only) in small blocks, so the unread rest is never fetched.
+func openText(ctx context.Context, f File, sample bool) (*csvText, error) {
+	if f.Store != nil {
+		obj, err := openObject(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		if sample {
+			return openSequential(io.NewSectionReader(obj.Blocks(256<<10, 1), 0, f.Size), func() error { return nil })
+		}
+		rd, err := obj.Stream(ctx, 0)
+		if err != nil {
+			return nil, err
+		}
+		return openSequential(rd, rd.Close)
+	}
+	fh, err := os.Open(f.Path)
 	if err != nil {
 		return nil, err
 	}
@@ -235,16 +251,21 @@ func openText(path string) (*csvText, error) {
 			return t, nil
 		}
 	}
-	// Compressed, or a pipe or device that can only be read in order.
-	br := bufio.NewReaderSize(fh, 64<<10)
+	return openSequential(fh, fh.Close)
+}
+
+// openSequential reads CSV text from src in order (compressed, a pipe, an object), undoing gzip
+// or zstd compression and skipping a byte-order mark. closeSrc closes src.
+func openSequential(src io.Reader, closeSrc func() error) (*csvText, error) {
+	br := bufio.NewReaderSize(src, 64<<10)
 	head, _ := br.Peek(4)
 	var r io.Reader = br
-	closers := []func() error{fh.Close}
+	closers := []func() error{closeSrc}
 	switch {
 	case bytes.HasPrefix(head, magicGzip):
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			fh.Close()
+			closeSrc()
 			return nil, fmt.Errorf("%w: gzip: %w", ErrCorrupt, err)
 		}
 		r = zr
@@ -257,7 +278,7 @@ func openText(path string) (*csvText, error) {
 	case bytes.HasPrefix(head, magicZstd):
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(256<<20))
 		if err != nil {
-			fh.Close()
+			closeSrc()
 			return nil, fmt.Errorf("%w: zstd: %w", ErrCorrupt, err)
 		}
 		r = zr.IOReadCloser()
@@ -318,7 +339,7 @@ func openCSV(ctx context.Context, f File, cfg *config) (_ unitSource, err error)
 		return nil, err
 	}
 	s := &csvSource{f: f, cfg: cfg, d: d}
-	text, err := openText(f.Path)
+	text, err := openText(ctx, f, true)
 	if err != nil {
 		return nil, err
 	}
@@ -536,7 +557,7 @@ func (s *csvSource) readUnit(ctx context.Context, unit int, fn func(arrow.Record
 	err = st.run(ctx, func() error {
 		var err error
 		if unit == 0 {
-			text, err = openText(s.f.Path)
+			text, err = openText(ctx, s.f, false)
 		} else {
 			text, err = openTextAt(s.f.Path, start.off)
 		}

@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
+
+	"github.com/loaderproject/loader/objstore"
 )
 
 // DiscoverOption configures Discover.
@@ -22,6 +24,7 @@ type DiscoverOption func(*discoverConfig)
 
 type discoverConfig struct {
 	include, exclude []string
+	store            *objstore.Store
 	format           Format
 	logger           *slog.Logger
 }
@@ -67,44 +70,84 @@ func WithDiscoverLogger(l *slog.Logger) DiscoverOption {
 // magic bytes. Discover reads the first bytes of each file; a file whose content does not match its
 // extension is still returned (Open reports it), so one bad file never hides the others.
 func Discover(ctx context.Context, sources []string, opts ...DiscoverOption) ([]File, error) {
+	var out []File
+	err := DiscoverFunc(ctx, sources, func(f File) error {
+		out = append(out, f)
+		return nil
+	}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DiscoverFunc is Discover calling fn with each file as it is found instead of collecting them, so
+// a prefix of a million objects yields its first file after one list request, with one page of the
+// listing in memory per directory level. Duplicates across sources are removed (remembering the
+// files found, when there are several sources). fn's error stops the discovery and is returned as
+// it is.
+func DiscoverFunc(ctx context.Context, sources []string, fn func(File) error, opts ...DiscoverOption) error {
 	cfg := discoverConfig{logger: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	for _, g := range append(append([]string(nil), cfg.include...), cfg.exclude...) {
 		if !doublestar.ValidatePattern(filepath.ToSlash(g)) {
-			return nil, fmt.Errorf("invalid glob %q", g)
+			return fmt.Errorf("invalid glob %q", g)
 		}
 	}
-	seen := map[string]bool{}
-	var out []File
+	var seen map[string]bool
+	if len(sources) > 1 {
+		seen = map[string]bool{}
+	}
 	for _, src := range sources {
 		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		files, err := discoverOne(ctx, src, &cfg)
-		if err != nil {
-			return nil, err
+			return err
 		}
 		n := 0
-		for _, f := range files {
-			key := f.Path
-			if abs, err := filepath.Abs(f.Path); err == nil {
-				key = abs
+		emit := func(f File) error {
+			n++ // a duplicate still counts as a match for this source
+			if seen != nil {
+				key := f.Path
+				if f.Store == nil {
+					if abs, err := filepath.Abs(f.Path); err == nil {
+						key = abs
+					}
+				}
+				if seen[key] {
+					return nil
+				}
+				seen[key] = true
 			}
-			if seen[key] {
-				n++ // a duplicate still counts as a match for this source
-				continue
+			if err := fn(f); err != nil {
+				return &callerError{err}
 			}
-			seen[key] = true
-			out = append(out, f)
-			n++
+			return nil
+		}
+		var err error
+		if objstore.IsURL(src) {
+			err = discoverObjects(ctx, src, &cfg, emit)
+		} else {
+			var files []File
+			files, err = discoverOne(ctx, src, &cfg)
+			for _, f := range files {
+				if err == nil {
+					err = emit(f)
+				}
+			}
+		}
+		var ce *callerError
+		if errors.As(err, &ce) {
+			return ce.err
+		}
+		if err != nil {
+			return err
 		}
 		if n == 0 {
-			return nil, fmt.Errorf("%w %q", ErrNoFiles, src)
+			return fmt.Errorf("%w %q", ErrNoFiles, src)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 func hasMeta(s string) bool { return strings.ContainsAny(s, "*?[{") }

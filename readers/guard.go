@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/loaderproject/loader/objstore"
 	"runtime/debug"
 	"sync"
 
@@ -62,6 +63,10 @@ func corrupt(err error) error {
 	var pe *PageTooLargeError
 	if errors.As(err, &ce) || errors.As(err, &pe) {
 		return err
+	}
+	var oe *objstore.Error
+	if errors.As(err, &oe) && !errors.Is(err, objstore.ErrTruncated) {
+		return err // the store failed (access denied, changed object): the bytes are not to blame
 	}
 	return fmt.Errorf("%w: %w", ErrCorrupt, err)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -13,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/loaderproject/loader/internal/ipcguard"
+	"github.com/loaderproject/loader/objstore"
 )
 
 // ipcOptions bounds what a corrupt file can make the IPC reader allocate: no message body or
@@ -26,7 +26,8 @@ func ipcOptions(mem memory.Allocator, size int64) []ipc.Option {
 type ipcFileSource struct {
 	f       File
 	cfg     *config
-	fh      *os.File
+	fh      readerAtCloser
+	obj     *objstore.Reader // fh, when the file is an object
 	mem     memory.Allocator
 	schema  *arrow.Schema
 	batches int
@@ -35,7 +36,7 @@ type ipcFileSource struct {
 }
 
 func openIPCFile(ctx context.Context, f File, cfg *config) (src unitSource, err error) {
-	fh, err := os.Open(f.Path)
+	fh, err := openBytes(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -45,6 +46,13 @@ func openIPCFile(ctx context.Context, f File, cfg *config) (src unitSource, err 
 		}
 	}()
 	s := &ipcFileSource{f: f, cfg: cfg, fh: fh}
+	if obj, ok := fh.(*objstore.Reader); ok {
+		s.obj = obj
+		// the footer in one suffix-range request; the messages' metadata are read one by one
+		if _, err := obj.ReadTail(ctx, footerGuess); err != nil {
+			return nil, err
+		}
+	}
 	s.mem = limitAllocator(cfg, f.Size)
 	var batchRows []int64
 	err = guard(func() error {
@@ -119,14 +127,18 @@ func (s *ipcFileSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 		}
 	})
 	first, end := s.batchRange(unit)
+	var ra io.ReaderAt = s.fh
+	if s.obj != nil {
+		ra = s.obj.Blocks(ipcBlockBytes, 2) // this unit's messages, read forward in blocks
+	}
 	err := st.run(ctx, func() error {
 		// Open checked every message; the reader built here reads the footer and dictionaries
 		// again, and this unit's batches, so those are checked again (not the whole file per unit).
-		if _, err := ipcguard.CheckFile(s.fh, s.f.Size, first, end); err != nil {
+		if _, err := ipcguard.CheckFile(ra, s.f.Size, first, end); err != nil {
 			return err
 		}
 		var err error
-		r, err = ipc.NewFileReader(io.NewSectionReader(s.fh, 0, s.f.Size), ipcOptions(s.mem, s.f.Size)...)
+		r, err = ipc.NewFileReader(io.NewSectionReader(ra, 0, s.f.Size), ipcOptions(s.mem, s.f.Size)...)
 		return err
 	})
 	if err != nil {
@@ -170,16 +182,16 @@ type ipcStreamSource struct {
 func openIPCStream(ctx context.Context, f File, cfg *config) (unitSource, error) {
 	s := &ipcStreamSource{f: f, cfg: cfg}
 	s.mem = limitAllocator(cfg, f.Size)
-	fh, err := os.Open(f.Path)
+	fh, rd, err := openStream(ctx, f, false)
 	if err != nil {
 		return nil, err
 	}
-	defer fh.Close()
+	defer rd.Close()
 	err = guard(func() error {
 		if err := ipcguard.CheckStream(fh, f.Size); err != nil {
 			return err
 		}
-		r, err := newStreamReader(fh, s.mem, f.Size)
+		r, err := newStreamReader(rd, s.mem, f.Size)
 		if err != nil {
 			return err
 		}
@@ -207,7 +219,7 @@ func (s *ipcStreamSource) readUnit(ctx context.Context, unit int, fn func(arrow.
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	fh, err := os.Open(s.f.Path)
+	fh, rd, err := openStream(ctx, s.f, true)
 	if err != nil {
 		return err
 	}
@@ -223,14 +235,14 @@ func (s *ipcStreamSource) readUnit(ctx context.Context, unit int, fn func(arrow.
 		if pending != nil {
 			pending.Release()
 		}
-		fh.Close()
+		rd.Close()
 	})
 	err = st.run(ctx, func() error {
 		if err := ipcguard.CheckStream(fh, s.f.Size); err != nil {
 			return err
 		}
 		var err error
-		r, err = newStreamReader(fh, s.mem, s.f.Size)
+		r, err = newStreamReader(rd, s.mem, s.f.Size)
 		return err
 	})
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/loaderproject/loader/internal/bufpool"
 	"github.com/loaderproject/loader/internal/memlimit"
+	"github.com/loaderproject/loader/objstore"
 )
 
 // parquetSource reads a Parquet file by row group. The file handle and the parsed footer are
@@ -28,7 +28,8 @@ import (
 type parquetSource struct {
 	f      File
 	cfg    *config
-	fh     *os.File
+	fh     readerAtCloser
+	obj    *objstore.Reader // fh, when the file is an object; nil for local files
 	meta   *metadata.FileMetaData
 	schema *arrow.Schema
 	units  []Unit
@@ -57,7 +58,7 @@ func readerProps(pages memory.Allocator) *parquet.ReaderProperties {
 }
 
 func openParquet(ctx context.Context, f File, cfg *config) (src unitSource, err error) {
-	fh, err := os.Open(f.Path)
+	fh, err := openBytes(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -69,6 +70,13 @@ func openParquet(ctx context.Context, f File, cfg *config) (src unitSource, err 
 	if f.Size < 12 {
 		return nil, fmt.Errorf("%w: %d bytes is too small for a Parquet file", ErrCorrupt, f.Size)
 	}
+	obj, _ := fh.(*objstore.Reader)
+	if obj != nil {
+		// the footer and its length in one suffix-range request (a larger footer takes one more)
+		if _, err := obj.ReadTail(ctx, footerGuess); err != nil {
+			return nil, err
+		}
+	}
 	tail := make([]byte, 4)
 	if _, err := fh.ReadAt(tail, f.Size-4); err != nil {
 		return nil, corrupt(err)
@@ -76,7 +84,7 @@ func openParquet(ctx context.Context, f File, cfg *config) (src unitSource, err 
 	if bytes.Equal(tail, magicParquetEnc) {
 		return nil, ErrEncrypted
 	}
-	s := &parquetSource{f: f, cfg: cfg, fh: fh, pages: bufpool.NewUnzeroed()}
+	s := &parquetSource{f: f, cfg: cfg, fh: fh, obj: obj, pages: bufpool.NewUnzeroed()}
 	s.mem = limitAllocator(cfg, f.Size)
 	err = guard(func() error {
 		rdr, err := file.NewParquetReader(io.NewSectionReader(fh, 0, f.Size), file.WithReadProps(readerProps(nil)))
@@ -206,8 +214,17 @@ func (s *parquetSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 		}
 	})
 	mem := s.mem
+	var fh io.ReaderAt = s.fh
+	if s.obj != nil {
+		pf, release, err := s.prefetch(ctx, unit)
+		if err != nil {
+			return err
+		}
+		defer release()
+		fh = pf
+	}
 	err := st.run(ctx, func() error {
-		largest, sizesTrue, err := checkRowGroupPages(s.fh, s.f.Size, s.meta.RowGroup(unit), s.f.Path, unit, s.cfg.verifyCRC, s.cfg.maxPage)
+		largest, sizesTrue, err := checkRowGroupPages(fh, s.f.Size, s.meta.RowGroup(unit), s.f.Path, unit, s.cfg.verifyCRC, s.cfg.maxPage)
 		if err != nil {
 			return err
 		}
@@ -216,7 +233,7 @@ func (s *parquetSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 			// a buffer of its size, rounded up to a power of two as builders grow.
 			mem = memlimit.New(s.cfg.mem, 2*largest, memlimit.PerAllocation)
 		}
-		rdr, err := file.NewParquetReader(io.NewSectionReader(s.fh, 0, s.f.Size),
+		rdr, err := file.NewParquetReader(io.NewSectionReader(fh, 0, s.f.Size),
 			file.WithReadProps(readerProps(s.pages)), file.WithMetadata(s.meta))
 		if err != nil {
 			return err

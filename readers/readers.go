@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/loaderproject/loader/objstore"
 	"github.com/loaderproject/loader/tableschema"
 )
 
@@ -191,6 +192,12 @@ type File struct {
 	// file, outermost first (for data/year=2024/month=01/f.parquet: year=2024, month=01). Values are
 	// URL-unescaped; __HIVE_DEFAULT_PARTITION__ is kept as is and read as null.
 	Partitions []Partition
+	// ETag is the version an object had when it was listed (an S3 or Azure ETag, "g" and a GCS
+	// generation); "" for local files. Reads of the object are conditional on it.
+	ETag string
+	// Store reads an object-store file, whose Path is its URL (scheme://bucket/key); nil for local
+	// files. Discover sets it from WithObjectStore.
+	Store *objstore.Store
 }
 
 // Partition is one Hive partition directory, key=value.
@@ -239,6 +246,7 @@ type config struct {
 	verifyCRC     bool
 	decodeHook    func(start bool) // tests: called as each column decode job starts and ends
 	csvUnitBytes  int64            // tests: the nominal size of a CSV unit instead of csvUnitStarts' policy
+	prefetch      PrefetchBudget   // counts the bytes of object reads held ahead of decoding; nil: none
 }
 
 const defaultBatchBytes = 8 << 20
@@ -402,7 +410,14 @@ func open(ctx context.Context, f File, opts []Option) (Source, error) {
 func openUnits(ctx context.Context, f File, opts []Option) (unitSource, error) {
 	RegisterParquetCodecs()
 	cfg := newConfig(opts)
-	if f.Format == FormatUnknown || f.Size == 0 && f.ModTime.IsZero() {
+	if f.Store != nil && f.Format == FormatUnknown {
+		fm, err := objectFormat(ctx, f, FormatUnknown)
+		if err != nil {
+			return nil, err
+		}
+		f.Format = fm
+	}
+	if f.Store == nil && (f.Format == FormatUnknown || f.Size == 0 && f.ModTime.IsZero()) {
 		// A File built by hand: fill what Discover would have.
 		st, err := os.Stat(f.Path)
 		if err != nil {

@@ -1,0 +1,119 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/aws/smithy-go"
+	"gocloud.dev/gcerrors"
+)
+
+// Errors to test for with errors.Is; every error of this package about an object is an *Error
+// whose Kind is one of them, or nil when the failure has no class of its own.
+var (
+	// ErrNotFound: the object (key) does not exist.
+	ErrNotFound = errors.New("no such key")
+	// ErrNoSuchBucket: the bucket (Azure container) does not exist.
+	ErrNoSuchBucket = errors.New("no such bucket")
+	// ErrAccessDenied: the credentials may not do this.
+	ErrAccessDenied = errors.New("access denied")
+	// ErrChanged: the object's ETag (or generation) is not the one it had when it was listed; it
+	// was rewritten, and reading on would mix two versions.
+	ErrChanged = errors.New("object changed since it was listed")
+	// ErrPrecondition: a conditional write lost: Create found the object already there, or Update
+	// found another version than the one it was given.
+	ErrPrecondition = errors.New("precondition failed")
+	// ErrTruncated: the store returned fewer bytes than the object's listed size says it holds.
+	ErrTruncated = errors.New("object shorter than its listed size")
+)
+
+// Error is a failed operation on an object or bucket. It names the URL (without its query), the
+// operation and the provider's error code where it gave one (AccessDenied, NoSuchBucket,
+// PreconditionFailed). Its text never includes a credential.
+type Error struct {
+	URL  string // scheme://bucket/key
+	Op   string // "list", "stat", "read", "write", "open bucket"
+	Code string // the provider's code, "" when it gave none
+	Kind error  // ErrNotFound, ErrNoSuchBucket, ErrAccessDenied, ErrChanged, ErrPrecondition, ErrTruncated or nil
+	Err  error  // the SDK's error
+}
+
+// Error renders "URL: op: Code: kind", or the SDK's message with any URL query removed when the
+// failure has no class.
+func (e *Error) Error() string {
+	s := e.URL + ": " + e.Op + ": "
+	if e.Code != "" {
+		s += e.Code + ": "
+	}
+	if e.Kind != nil {
+		return s + e.Kind.Error()
+	}
+	if e.Err != nil {
+		return s + sanitize(e.Err.Error())
+	}
+	return s + "failed"
+}
+
+// Is reports whether target is the error's Kind.
+func (e *Error) Is(target error) bool { return e.Kind != nil && target == e.Kind } //nolint:errorlint // sentinel identity
+
+// Unwrap returns the SDK's error.
+func (e *Error) Unwrap() error { return e.Err }
+
+var queryRE = regexp.MustCompile(`\?[^\s"']*`)
+
+// sanitize removes URL queries (where a SAS token or a presigned signature would be) from an SDK
+// error message.
+func sanitize(s string) string { return queryRE.ReplaceAllString(s, "?…") }
+
+// classify wraps err, from op on loc, in an *Error with its kind and the provider's code. A context
+// error is returned as it is.
+func classify(loc Location, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	var oe *Error
+	if errors.As(err, &oe) {
+		return err
+	}
+	e := &Error{URL: loc.String(), Op: op, Err: err}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		e.Code = ae.ErrorCode()
+	}
+	switch e.Code {
+	case "NoSuchBucket":
+		e.Kind = ErrNoSuchBucket
+		return e
+	case "NoSuchKey":
+		e.Kind = ErrNotFound
+		return e
+	}
+	switch gcerrors.Code(err) {
+	case gcerrors.NotFound:
+		e.Kind = ErrNotFound
+		if e.Code == "" {
+			e.Code = "NotFound"
+		}
+	case gcerrors.PermissionDenied:
+		e.Kind = ErrAccessDenied
+		if e.Code == "" {
+			e.Code = "AccessDenied"
+		}
+	case gcerrors.FailedPrecondition:
+		e.Kind = ErrPrecondition
+		if e.Code == "" {
+			e.Code = "PreconditionFailed"
+		}
+	case gcerrors.Canceled:
+		return err
+	}
+	return e
+}
+
+func fmtRange(off, n int64) string { return fmt.Sprintf("bytes %d-%d", off, off+n-1) }

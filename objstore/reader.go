@@ -1,0 +1,300 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+
+	"gocloud.dev/blob"
+	"golang.org/x/sync/errgroup"
+)
+
+// Reader reads one version of an object: every GET is conditional on the ETag it was opened with,
+// so an object rewritten since it was listed fails with ErrChanged instead of mixing versions. It
+// is an io.ReaderAt; ReadAt serves what an earlier Prefetch (or the tail read) holds and fetches
+// the rest with a ranged GET. Its methods may be called from several goroutines at once.
+type Reader struct {
+	s   *Store
+	b   *blob.Bucket
+	obj Object
+
+	mu   sync.Mutex
+	tail []byte // the object's last bytes, kept from ReadTail
+}
+
+// Open returns a Reader of obj, whose Size and ETag are those listed.
+func (s *Store) Open(ctx context.Context, obj Object) (*Reader, error) {
+	b, err := s.bucket(ctx, obj.Loc)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{s: s, b: b, obj: obj}, nil
+}
+
+// Object is the object being read.
+func (r *Reader) Object() Object { return r.obj }
+
+// Size is the object's listed size.
+func (r *Reader) Size() int64 { return r.obj.Size }
+
+// Close releases nothing (the bucket is the Store's) and exists for io.Closer.
+func (r *Reader) Close() error { return nil }
+
+// get fetches [off, off+n) into p (len(p) == n) with one ranged GET (a suffix range when suffix).
+func (r *Reader) get(ctx context.Context, p []byte, off int64, suffix bool) error {
+	n := int64(len(p))
+	opts := &blob.ReaderOptions{BeforeRead: ifMatchRead(r.obj.ETag, 0)}
+	start, length := off, n
+	if suffix {
+		opts.BeforeRead = ifMatchRead(r.obj.ETag, n)
+		start, length = 0, -1 // the Range header is set to bytes=-n by BeforeRead (S3); others by offset
+		if r.obj.Loc.Scheme != SchemeS3 {
+			start, length = off, n
+		}
+	}
+	r.s.requests.Add(1)
+	rr, err := r.b.NewRangeReader(ctx, r.obj.Loc.Key, start, length, opts)
+	if err != nil {
+		return r.readErr(ctx, err, off, n)
+	}
+	defer rr.Close()
+	got, err := io.ReadFull(rr, p)
+	r.s.bytes.Add(int64(got))
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Kind: ErrTruncated,
+			Err: fmt.Errorf("got %d of %d bytes", got, n)}
+	case err != nil:
+		return r.readErr(ctx, err, off, n)
+	}
+	return nil
+}
+
+func (r *Reader) readErr(ctx context.Context, err error, off, n int64) error {
+	err = r.s.classify(ctx, r.b, r.obj.Loc, "read "+fmtRange(off, n), err)
+	var e *Error
+	if errors.As(err, &e) && e.Kind == ErrPrecondition {
+		e.Kind = ErrChanged // the If-Match of a read: another version is there now
+	}
+	if errors.As(err, &e) && e.Kind == nil && r.obj.Loc.Scheme == SchemeS3 && e.Code == "InvalidRange" {
+		e.Kind = ErrTruncated
+	}
+	return err
+}
+
+// ReadAt reads len(p) bytes at off, from the tail kept by ReadTail or with one ranged GET. Reading
+// past the listed size returns io.EOF with the bytes before it, as a file does.
+func (r *Reader) ReadAt(p []byte, off int64) (int, error) {
+	return r.readAt(context.Background(), p, off)
+}
+
+func (r *Reader) readAt(ctx context.Context, p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("%s: negative offset %d", r.obj.URL(), off)
+	}
+	if off >= r.obj.Size {
+		return 0, io.EOF
+	}
+	want := p
+	if rest := r.obj.Size - off; int64(len(p)) > rest {
+		want = p[:rest]
+	}
+	r.mu.Lock()
+	tail := r.tail
+	r.mu.Unlock()
+	if tstart := r.obj.Size - int64(len(tail)); len(tail) > 0 && off >= tstart {
+		n := copy(want, tail[off-tstart:])
+		if n < len(p) {
+			return n, io.EOF
+		}
+		return n, nil
+	}
+	if err := r.get(ctx, want, off, false); err != nil {
+		return 0, err
+	}
+	if len(want) < len(p) {
+		return len(want), io.EOF
+	}
+	return len(p), nil
+}
+
+// ReadTail fetches the object's last n bytes (all of it when smaller) with one suffix-range request
+// and keeps them: later ReadAts within them are served without a request.
+func (r *Reader) ReadTail(ctx context.Context, n int64) ([]byte, error) {
+	n = min(n, r.obj.Size)
+	buf := make([]byte, n)
+	if n > 0 {
+		if err := r.get(ctx, buf, r.obj.Size-n, true); err != nil {
+			return nil, err
+		}
+	}
+	r.mu.Lock()
+	if int64(len(r.tail)) < n {
+		r.tail = buf
+	}
+	r.mu.Unlock()
+	return buf, nil
+}
+
+// Range is a byte range of an object: Len bytes at Off.
+type Range struct{ Off, Len int64 }
+
+// Prefetched holds the bytes of a Prefetch; it is an io.ReaderAt over the whole object that serves
+// those ranges from memory and anything else through its Reader.
+type Prefetched struct {
+	r     *Reader
+	spans []span // sorted by off, not overlapping
+	bytes int64
+}
+
+type span struct {
+	off  int64
+	data []byte
+}
+
+// Bytes is how many bytes the prefetch holds.
+func (p *Prefetched) Bytes() int64 { return p.bytes }
+
+// Prefetch fetches ranges of the object: ranges that touch or overlap (or lie within gap bytes of
+// each other) are merged into one request, requests longer than the store's range size are split,
+// and the requests run in parallel, at most the store's parallelism at once. Ranges past the
+// object's size are cut at it.
+func (r *Reader) Prefetch(ctx context.Context, ranges []Range, gap int64) (*Prefetched, error) {
+	merged := mergeRanges(ranges, gap, r.obj.Size)
+	var reqs []Range
+	for _, m := range merged {
+		for off := m.Off; off < m.Off+m.Len; off += r.s.opts.rangeBytes {
+			reqs = append(reqs, Range{Off: off, Len: min(r.s.opts.rangeBytes, m.Off+m.Len-off)})
+		}
+	}
+	p := &Prefetched{r: r, spans: make([]span, len(reqs))}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(r.s.opts.parallel)
+	for i, q := range reqs {
+		buf := make([]byte, q.Len)
+		p.spans[i] = span{off: q.Off, data: buf}
+		p.bytes += q.Len
+		g.Go(func() error { return r.get(gctx, buf, q.Off, false) })
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// mergeRanges sorts ranges, cuts them at size and merges those within gap bytes of each other.
+func mergeRanges(ranges []Range, gap, size int64) []Range {
+	rs := make([]Range, 0, len(ranges))
+	for _, q := range ranges {
+		if q.Off < 0 || q.Len <= 0 || q.Off >= size {
+			continue
+		}
+		q.Len = min(q.Len, size-q.Off)
+		rs = append(rs, q)
+	}
+	slices.SortFunc(rs, func(a, b Range) int { return int(min(max(a.Off-b.Off, -1), 1)) })
+	var out []Range
+	for _, q := range rs {
+		if n := len(out); n > 0 && q.Off <= out[n-1].Off+out[n-1].Len+gap {
+			end := max(out[n-1].Off+out[n-1].Len, q.Off+q.Len)
+			out[n-1].Len = end - out[n-1].Off
+			continue
+		}
+		out = append(out, q)
+	}
+	return out
+}
+
+// ReadAt serves [off, off+len(p)) from the prefetched spans when they hold all of it, else from
+// the Reader.
+func (p *Prefetched) ReadAt(b []byte, off int64) (int, error) {
+	i, _ := slices.BinarySearchFunc(p.spans, off, func(s span, off int64) int {
+		switch {
+		case s.off+int64(len(s.data)) <= off:
+			return -1
+		case s.off > off:
+			return 1
+		}
+		return 0
+	})
+	n := 0
+	for pos := off; n < len(b) && i < len(p.spans) && p.spans[i].off <= pos; i++ {
+		s := p.spans[i]
+		if pos >= s.off+int64(len(s.data)) {
+			continue
+		}
+		c := copy(b[n:], s.data[pos-s.off:])
+		n += c
+		pos += int64(c)
+	}
+	if n == len(b) {
+		return n, nil
+	}
+	if off+int64(n) >= p.r.obj.Size {
+		return n, io.EOF
+	}
+	return p.r.ReadAt(b, off)
+}
+
+// Blocks returns an io.ReaderAt over the object that fetches whole aligned blocks of blockBytes with
+// one GET each and keeps the last keep of them, for readers that read forward in small pieces (an
+// Arrow IPC file's messages). It is safe for concurrent use; give each sequential reader its own.
+func (r *Reader) Blocks(blockBytes int64, keep int) io.ReaderAt {
+	return &blockReader{r: r, size: max(blockBytes, 4096), keep: max(keep, 1)}
+}
+
+type blockReader struct {
+	r    *Reader
+	size int64
+	keep int
+
+	mu     sync.Mutex
+	blocks []span // most recently used last
+}
+
+func (b *blockReader) block(idx int64) ([]byte, error) {
+	off := idx * b.size
+	b.mu.Lock()
+	for i, s := range b.blocks {
+		if s.off == off {
+			b.blocks = append(append(b.blocks[:i:i], b.blocks[i+1:]...), s)
+			b.mu.Unlock()
+			return s.data, nil
+		}
+	}
+	b.mu.Unlock()
+	buf := make([]byte, min(b.size, b.r.obj.Size-off))
+	if _, err := b.r.readAt(context.Background(), buf, off); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	b.mu.Lock()
+	b.blocks = append(b.blocks, span{off: off, data: buf})
+	if len(b.blocks) > b.keep {
+		b.blocks = b.blocks[1:]
+	}
+	b.mu.Unlock()
+	return buf, nil
+}
+
+// ReadAt reads through the blocks.
+func (b *blockReader) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, fmt.Errorf("%s: negative offset %d", b.r.obj.URL(), off)
+	}
+	n := 0
+	for n < len(p) {
+		pos := off + int64(n)
+		if pos >= b.r.obj.Size {
+			return n, io.EOF
+		}
+		blk, err := b.block(pos / b.size)
+		if err != nil {
+			return n, err
+		}
+		n += copy(p[n:], blk[pos%b.size:])
+	}
+	return n, nil
+}

@@ -1,0 +1,351 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/azureblob" // registers azblob:// on blob.DefaultURLMux
+	"gocloud.dev/blob/gcsblob"
+	"gocloud.dev/blob/s3blob"
+
+	gcaws "gocloud.dev/aws"
+)
+
+// Option configures a Store.
+type Option func(*options)
+
+type options struct {
+	maxAttempts int
+	maxBackoff  time.Duration
+	parallel    int
+	rangeBytes  int64
+}
+
+// WithMaxAttempts sets how many times the SDK's retryer tries a request that fails transiently (5xx,
+// throttling, a reset connection) before giving up. Default 5; values below 1 mean the default.
+// (S3 only: the GCS and Azure SDKs keep their own retry policies.)
+func WithMaxAttempts(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.maxAttempts = n
+		}
+	}
+}
+
+// WithMaxBackoff caps the SDK retryer's backoff between attempts. Default 5s; values below 1 mean
+// the default.
+func WithMaxBackoff(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.maxBackoff = d
+		}
+	}
+}
+
+// WithParallelism sets how many ranged GETs one Prefetch runs at once. Default 8; values below 1
+// mean the default.
+func WithParallelism(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.parallel = n
+		}
+	}
+}
+
+// WithRangeBytes sets the largest range one GET of Prefetch asks for: longer ranges are split so
+// their parts download in parallel. Default 8 MiB; values below 64 KiB are raised to 64 KiB.
+func WithRangeBytes(n int64) Option {
+	return func(o *options) { o.rangeBytes = max(n, 64<<10) }
+}
+
+// Store opens buckets by URL and counts the requests and bytes of everything read through it. The
+// zero value is not usable; use New. Close closes the buckets it opened.
+type Store struct {
+	opts options
+
+	mu      sync.Mutex
+	buckets map[string]*bucketEntry
+
+	requests atomic.Int64
+	bytes    atomic.Int64
+}
+
+type bucketEntry struct {
+	once sync.Once
+	b    *blob.Bucket
+	err  error
+}
+
+// New returns a Store.
+func New(opts ...Option) *Store {
+	o := options{maxAttempts: 5, maxBackoff: 5 * time.Second, parallel: 8, rangeBytes: 8 << 20}
+	for _, f := range opts {
+		f(&o)
+	}
+	return &Store{opts: o, buckets: map[string]*bucketEntry{}}
+}
+
+// Stats reports the requests made (one per GET, HEAD, list page or PUT; the SDK's retries not
+// counted) and the object bytes read so far.
+func (s *Store) Stats() (requests, bytes int64) { return s.requests.Load(), s.bytes.Load() }
+
+// Close closes every bucket the store opened.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for _, e := range s.buckets {
+		if e.b != nil {
+			errs = append(errs, e.b.Close())
+		}
+	}
+	s.buckets = map[string]*bucketEntry{}
+	return errors.Join(errs...)
+}
+
+// bucket returns loc's bucket, opened on first use with loc's parameters; later locations in the
+// same bucket share it (their parameters are not looked at again).
+func (s *Store) bucket(ctx context.Context, loc Location) (*blob.Bucket, error) {
+	s.mu.Lock()
+	e, ok := s.buckets[loc.bucketID()]
+	if !ok {
+		e = &bucketEntry{}
+		s.buckets[loc.bucketID()] = e
+	}
+	s.mu.Unlock()
+	e.once.Do(func() {
+		e.b, e.err = s.open(ctx, loc)
+		if e.err != nil {
+			e.err = &Error{URL: loc.bucketID(), Op: "open bucket", Err: e.err}
+		}
+	})
+	if e.err != nil {
+		// a failed open is not cached: a later call (a new context) may succeed
+		s.mu.Lock()
+		if s.buckets[loc.bucketID()] == e {
+			delete(s.buckets, loc.bucketID())
+		}
+		s.mu.Unlock()
+	}
+	return e.b, e.err
+}
+
+func (s *Store) open(ctx context.Context, loc Location) (*blob.Bucket, error) {
+	switch loc.Scheme {
+	case SchemeS3:
+		return s.openS3(ctx, loc)
+	case SchemeGCS:
+		return (&gcsblob.URLOpener{}).OpenBucketURL(ctx, bucketURL(loc))
+	case SchemeAzure:
+		return blob.OpenBucket(ctx, bucketURL(loc).String())
+	}
+	return nil, fmt.Errorf("unknown scheme %q", loc.Scheme)
+}
+
+// openS3 builds the S3 client itself (rather than through s3blob's URL opener) to apply the
+// endpoint environment, the path-style default and the retryer.
+func (s *Store) openS3(ctx context.Context, loc Location) (*blob.Bucket, error) {
+	q := cloneQuery(loc.Query)
+	pathStyle, pathStyleSet := false, false
+	for _, k := range []string{"use_path_style", "s3ForcePathStyle"} {
+		if v := q.Get(k); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return nil, fmt.Errorf("invalid %s=%q", k, v)
+			}
+			pathStyle, pathStyleSet = b, true
+			q.Del(k)
+		}
+	}
+	disableHTTPS := false
+	if v := q.Get("disable_https"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("invalid disable_https=%q", v)
+		}
+		disableHTTPS = b
+		q.Del("disable_https")
+	}
+	endpoint := q.Get("endpoint")
+	if endpoint == "" {
+		endpoint = firstEnv("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+	}
+	if endpoint != "" && q.Get("region") == "" && firstEnv("AWS_REGION", "AWS_DEFAULT_REGION") == "" {
+		q.Set("region", "us-east-1") // S3-compatible stores mostly ignore it; the signer needs one
+	}
+	custom := endpoint != ""
+	if custom && q.Get("request_checksum_calculation") == "" {
+		// third-party stores do not all take the SDK's default checksums
+		q.Set("request_checksum_calculation", "when_required")
+		if q.Get("response_checksum_validation") == "" {
+			q.Set("response_checksum_validation", "when_required")
+		}
+	}
+	cfg, err := gcaws.V2ConfigFromURLParams(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Retryer = func() aws.Retryer {
+		return retry.NewStandard(func(o *retry.StandardOptions) {
+			o.MaxAttempts = s.opts.maxAttempts
+			o.MaxBackoff = s.opts.maxBackoff
+		})
+	}
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		if custom {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+		o.UsePathStyle = pathStyle || (!pathStyleSet && custom && pathStyleHost(endpoint))
+		o.EndpointOptions.DisableHTTPS = disableHTTPS
+	})
+	return s3blob.OpenBucket(ctx, client, loc.Bucket, &s3blob.Options{RequestChecksumCalculation: cfg.RequestChecksumCalculation})
+}
+
+func firstEnv(names ...string) string {
+	for _, n := range names {
+		if v := os.Getenv(n); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// Object is one listed object: its location and the version it had when listed.
+type Object struct {
+	Loc     Location
+	Size    int64
+	ModTime time.Time
+	// ETag is the object's entity tag (for GCS, "g" and its generation), "" when the store gave
+	// none. Reads of the object are conditional on it.
+	ETag string
+}
+
+// URL is the object's URL without the query.
+func (o Object) URL() string { return o.Loc.String() }
+
+// Stat returns the object at loc, or an *Error (ErrNotFound, ErrNoSuchBucket, ErrAccessDenied).
+func (s *Store) Stat(ctx context.Context, loc Location) (Object, error) {
+	b, err := s.bucket(ctx, loc)
+	if err != nil {
+		return Object{}, err
+	}
+	s.requests.Add(1)
+	a, err := b.Attributes(ctx, loc.Key)
+	if err != nil {
+		return Object{}, s.classify(ctx, b, loc, "stat", err)
+	}
+	return Object{Loc: loc, Size: a.Size, ModTime: a.ModTime, ETag: attrsETag(a)}, nil
+}
+
+// classify is classify with NotFound told apart: a missing bucket or a missing key, asked of the
+// store by one more request when the provider's error does not say.
+func (s *Store) classify(ctx context.Context, b *blob.Bucket, loc Location, op string, err error) error {
+	err = classify(loc, op, err)
+	var e *Error
+	if errors.As(err, &e) && e.Kind == ErrNotFound && e.Code != "NoSuchKey" && ctx.Err() == nil {
+		s.requests.Add(1)
+		if ok, xerr := b.IsAccessible(ctx); xerr == nil && !ok {
+			e.Kind, e.Code = ErrNoSuchBucket, "NoSuchBucket"
+		}
+	}
+	return err
+}
+
+// Walk lists the objects under loc's key prefix, calling fn for each in lexical key order as the
+// pages arrive, one page in memory per directory level. With a delimiter of "/", each "directory"
+// is offered to descend first: when descend returns false (a hidden directory), it is not listed.
+// fn's error stops the walk and is returned as it is.
+func (s *Store) Walk(ctx context.Context, loc Location, descend func(dir string) bool, fn func(Object) error) error {
+	b, err := s.bucket(ctx, loc)
+	if err != nil {
+		return err
+	}
+	return s.walk(ctx, b, loc, loc.Key, descend, fn)
+}
+
+func (s *Store) walk(ctx context.Context, b *blob.Bucket, loc Location, prefix string, descend func(string) bool, fn func(Object) error) error {
+	token := blob.FirstPageToken
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.requests.Add(1)
+		page, next, err := b.ListPage(ctx, token, 1000, &blob.ListOptions{Prefix: prefix, Delimiter: "/"})
+		if err != nil && !errors.Is(err, io.EOF) {
+			return s.classify(ctx, b, loc.Child(prefix), "list", err)
+		}
+		for _, o := range page {
+			if o.IsDir {
+				if descend != nil && !descend(o.Key) {
+					continue
+				}
+				if err := s.walk(ctx, b, loc, o.Key, descend, fn); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := fn(Object{Loc: loc.Child(o.Key), Size: o.Size, ModTime: o.ModTime, ETag: listETag(o)}); err != nil {
+				return err
+			}
+		}
+		if len(next) == 0 {
+			return nil
+		}
+		token = next
+	}
+}
+
+// Create writes data to loc only if no object is there (If-None-Match: *), returning the new
+// object's ETag. Another writer's object already there fails with ErrPrecondition.
+func (s *Store) Create(ctx context.Context, loc Location, data []byte) (string, error) {
+	return s.write(ctx, loc, data, &blob.WriterOptions{IfNotExist: true})
+}
+
+// Update replaces the object at loc only if its ETag is still etag (If-Match), returning the new
+// ETag. Another version there fails with ErrPrecondition. (S3, GCS and Azure each carry the
+// condition in their own request field.)
+func (s *Store) Update(ctx context.Context, loc Location, data []byte, etag string) (string, error) {
+	return s.write(ctx, loc, data, &blob.WriterOptions{BeforeWrite: ifMatchWrite(etag)})
+}
+
+func (s *Store) write(ctx context.Context, loc Location, data []byte, opts *blob.WriterOptions) (string, error) {
+	b, err := s.bucket(ctx, loc)
+	if err != nil {
+		return "", err
+	}
+	opts.ContentType = "application/octet-stream"
+	opts.BufferSize = max(len(data)+1, 5<<20) // one request: a multipart upload would drop the condition
+	s.requests.Add(1)
+	if err := b.WriteAll(ctx, loc.Key, data, opts); err != nil {
+		return "", s.classify(ctx, b, loc, "write", err)
+	}
+	o, err := s.Stat(ctx, loc)
+	if err != nil {
+		return "", err
+	}
+	return o.ETag, nil
+}
+
+// Delete removes the object at loc.
+func (s *Store) Delete(ctx context.Context, loc Location) error {
+	b, err := s.bucket(ctx, loc)
+	if err != nil {
+		return err
+	}
+	s.requests.Add(1)
+	if err := b.Delete(ctx, loc.Key); err != nil {
+		return s.classify(ctx, b, loc, "delete", err)
+	}
+	return nil
+}

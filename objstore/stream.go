@@ -1,0 +1,121 @@
+package objstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"gocloud.dev/blob"
+)
+
+// streamChunk is the size of one read-ahead buffer of Stream, and streamAhead how many are read
+// ahead of the consumer.
+const (
+	streamChunk = 1 << 20
+	streamAhead = 4
+)
+
+// Stream reads the object sequentially from off to its end with one GET, conditional on its ETag.
+// A goroutine reads up to 4 MiB ahead of the caller, so the download overlaps the decoding. Close
+// stops it; the stream must be closed. A body shorter than the listed size fails with
+// ErrTruncated.
+func (r *Reader) Stream(ctx context.Context, off int64) (io.ReadCloser, error) {
+	if off >= r.obj.Size {
+		return io.NopCloser(eofReader{}), nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r.s.requests.Add(1)
+	rr, err := r.b.NewRangeReader(ctx, r.obj.Loc.Key, off, -1, &blob.ReaderOptions{BeforeRead: ifMatchRead(r.obj.ETag, 0)})
+	if err != nil {
+		cancel()
+		return nil, r.readErr(ctx, err, off, r.obj.Size-off)
+	}
+	st := &stream{ch: make(chan streamBuf, streamAhead), cancel: cancel, done: make(chan struct{})}
+	go st.fill(ctx, r, rr, off)
+	return st, nil
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+type streamBuf struct {
+	data []byte
+	err  error
+}
+
+type stream struct {
+	ch     chan streamBuf
+	cur    []byte
+	err    error
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, off int64) {
+	defer close(st.done)
+	defer close(st.ch)
+	defer rr.Close()
+	want := r.obj.Size - off
+	var got int64
+	for {
+		buf := make([]byte, min(streamChunk, max(want-got, 1)))
+		n, err := io.ReadFull(rr, buf)
+		got += int64(n)
+		r.s.bytes.Add(int64(n))
+		switch {
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			err = io.EOF
+			if got < want {
+				err = &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, want), Kind: ErrTruncated,
+					Err: fmt.Errorf("got %d of %d bytes", got, want)}
+			}
+		case err != nil:
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			} else {
+				err = r.readErr(ctx, err, off, want)
+			}
+		case got >= want:
+			// the listed size is read: what follows is the end, or bytes of a longer version,
+			// which the ETag condition has excluded
+			err = io.EOF
+		}
+		select {
+		case st.ch <- streamBuf{data: buf[:n], err: err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Read returns the next bytes of the object.
+func (st *stream) Read(p []byte) (int, error) {
+	for len(st.cur) == 0 {
+		if st.err != nil {
+			return 0, st.err
+		}
+		b, ok := <-st.ch
+		if !ok {
+			if st.err == nil {
+				st.err = io.ErrClosedPipe
+			}
+			return 0, st.err
+		}
+		st.cur, st.err = b.data, b.err
+	}
+	n := copy(p, st.cur)
+	st.cur = st.cur[n:]
+	return n, nil
+}
+
+// Close stops the read-ahead and waits for its goroutine.
+func (st *stream) Close() error {
+	st.cancel()
+	<-st.done
+	return nil
+}
