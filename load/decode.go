@@ -23,6 +23,7 @@ type unitLog interface {
 	Intent(f manifest.FileID, unit int, r manifest.Range) error
 	Pending(f manifest.FileID, unit int) []manifest.Range
 	Duplicate(f manifest.FileID, unit int, r manifest.Range) error
+	Failed(f manifest.FileID, why string) error
 	Sync() error
 }
 
@@ -39,6 +40,7 @@ func (noLog) Sync() error                                          { return nil 
 func (noLog) Intent(manifest.FileID, int, manifest.Range) error    { return nil }
 func (noLog) Pending(manifest.FileID, int) []manifest.Range        { return nil }
 func (noLog) Duplicate(manifest.FileID, int, manifest.Range) error { return nil }
+func (noLog) Failed(manifest.FileID, string) error                 { return nil }
 
 // DecodeStats is what a Decode did.
 type DecodeStats struct {

@@ -64,7 +64,8 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return fail(err)
 	}
 
-	m, err := manifest.Open(manifest.Path(manifestDir(&cfg, tgt), manifestKey(tgt, tbl), cfg.Table.String()))
+	m, err := manifest.Open(manifest.Path(manifestDir(&cfg, tgt), manifestKey(tgt, tbl), cfg.Table.String()),
+		manifest.WithLabel(tgt.String(), cfg.Table.String()))
 	if err != nil {
 		return fail(err)
 	}
@@ -521,6 +522,11 @@ func (p *pipeline) fileFailed(i int, err error) error {
 	}
 	if from := p.table.createdFrom; from != "" && from != path && errors.Is(err, schemamatch.ErrMismatch) {
 		err = fmt.Errorf("%w\n  (the table was created in this run from the columns of %s)", err, from)
+	}
+	if id := p.ids[i]; id.Path != "" {
+		if merr := p.m.Failed(id, err.Error()); merr != nil {
+			p.cfg.Logger.Warn("manifest", "err", merr)
+		}
 	}
 	if p.cfg.OnError == OnErrorFail {
 		return err

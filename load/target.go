@@ -257,6 +257,11 @@ func (e *LossyDescriptionError) Unwrap() error { return e.Err }
 
 // defaultStateDir is $XDG_STATE_HOME/loader/manifests, else ~/.local/state/loader/manifests: state
 // that must outlive caches but is not configuration.
+// DefaultManifestDir is where manifests go when neither Config.ManifestDir nor the target (the
+// embedded sink keeps them in its warehouse) says: $XDG_STATE_HOME/loader/manifests, else
+// ~/.local/state/loader/manifests.
+func DefaultManifestDir() string { return defaultStateDir() }
+
 func defaultStateDir() string {
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
 		return filepath.Join(d, "loader", "manifests")

@@ -66,6 +66,8 @@ type Manifest struct {
 	mu      sync.Mutex
 	epoch   int64 // bumped by Reset (loader load --force)
 	version int   // the header's format, while replaying
+	// target and table label the manifest in its header, for loader status.
+	target, table string
 	// dupRows sums the rows of every Duplicate record (overlaps counted each time); reported sums
 	// what Reported was told. Their difference is what no run's summary has counted yet.
 	dupRows, reported int64
@@ -84,6 +86,7 @@ type Manifest struct {
 
 type fileState struct {
 	idx      int
+	failed   string // why the last run that read it gave it up, if it did
 	declared bool // its "file" line is in the file (or the buffer)
 	units    map[int]*unitState
 }
@@ -133,7 +136,7 @@ func sanitize(s string, limit int) string {
 // the file, drops a torn last line and compacts the file when it has grown large. It fails with
 // ErrLocked when another process (or another Open in this process) holds the manifest, and with an
 // error wrapping ErrCorrupt when the file is not a manifest.
-func Open(path string) (*Manifest, error) {
+func Open(path string, opts ...Option) (*Manifest, error) {
 	if err := fsutil.MkdirAllSync(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", path, err)
 	}
@@ -145,6 +148,9 @@ func Open(path string) (*Manifest, error) {
 		return nil, fmt.Errorf("manifest %s: %w", path, err)
 	}
 	m := &Manifest{path: path, lock: lock, files: make(map[FileID]*fileState)}
+	for _, o := range opts {
+		o(m)
+	}
 	if err := m.load(); err != nil {
 		if m.f != nil {
 			m.f.Close()
@@ -198,8 +204,24 @@ func (m *Manifest) load() error {
 	return nil
 }
 
+// Option configures Open.
+type Option func(*Manifest)
+
+// WithLabel names the target and the table the manifest is about in its header, where loader status
+// finds them. A manifest created without a label keeps the one its header has, if any.
+func WithLabel(target, table string) Option {
+	return func(m *Manifest) { m.target, m.table = target, table }
+}
+
 func (m *Manifest) headerLine() []byte {
-	return []byte(`{"manifest":` + strconv.Itoa(formatVersion) + `,"epoch":` + strconv.FormatInt(m.epoch, 10) + "}\n")
+	b := []byte(`{"manifest":` + strconv.Itoa(formatVersion) + `,"epoch":` + strconv.FormatInt(m.epoch, 10))
+	if m.target != "" || m.table != "" {
+		b = append(b, `,"target":`...)
+		b = appendJSONString(b, m.target)
+		b = append(b, `,"table":`...)
+		b = appendJSONString(b, m.table)
+	}
+	return append(b, "}\n"...)
 }
 
 // truncateToHeader empties f down to the header line, durably, and leaves its offset at the end.
@@ -221,6 +243,8 @@ func (m *Manifest) truncateToHeader() error {
 type record struct {
 	Manifest *int   `json:"manifest"`
 	Epoch    *int64 `json:"epoch"`
+	Target   string `json:"target"`
+	Table    string `json:"table"`
 
 	File *int `json:"file"`
 	FileID
@@ -236,6 +260,8 @@ type record struct {
 	// Reported adds to the reported total.
 	DupExtra *int64 `json:"dup_extra"`
 	Reported *int64 `json:"reported"`
+	// Failed, with F, records why a run gave up the file.
+	Failed *string `json:"failed"`
 }
 
 // replay applies every complete line of data. It returns the length of the valid prefix and the
@@ -311,6 +337,9 @@ func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) erro
 		if r.Epoch != nil {
 			m.epoch = *r.Epoch
 		}
+		if m.target == "" && m.table == "" {
+			m.target, m.table = r.Target, r.Table
+		}
 		return nil
 	}
 	switch {
@@ -331,6 +360,13 @@ func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) erro
 		byIdx[fs.idx] = fs
 		m.files[r.FileID] = fs
 		m.nfiles = max(m.nfiles, fs.idx+1)
+		return nil
+	case r.F != nil && r.Failed != nil && r.U == nil:
+		fs := byIdx[*r.F]
+		if fs == nil {
+			return fmt.Errorf("file number %d is not declared", *r.F)
+		}
+		fs.failed = *r.Failed
 		return nil
 	case r.F != nil && r.U != nil:
 		fs := byIdx[*r.F]
@@ -437,6 +473,9 @@ func (m *Manifest) compact() error {
 		fs.idx = i
 		buf = appendFileLine(buf[:0], i, id)
 		write(buf)
+		if fs.failed != "" {
+			write(appendFailedLine(buf[:0], i, fs.failed))
+		}
 		units := make([]int, 0, len(fs.units))
 		for u := range fs.units {
 			units = append(units, u)
@@ -524,6 +563,36 @@ func appendAckLine(b []byte, f, u int, r Range) []byte {
 	b = append(b, `,"to":`...)
 	b = strconv.AppendInt(b, r.To, 10)
 	return append(b, "}\n"...)
+}
+
+func appendFailedLine(b []byte, f int, why string) []byte {
+	b = append(b, `{"f":`...)
+	b = strconv.AppendInt(b, int64(f), 10)
+	b = append(b, `,"failed":`...)
+	b = appendJSONString(b, why)
+	return append(b, "}\n"...)
+}
+
+// Failed records why a run gave up the file (it is cleared when a later run finishes one of its
+// units).
+func (m *Manifest) Failed(f FileID, why string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.usable(); err != nil {
+		return err
+	}
+	if why == "" {
+		why = "failed"
+	}
+	fs := m.fileLocked(f)
+	if fs.failed == why {
+		return nil
+	}
+	if err := m.writeLocked(f, fs, appendFailedLine(nil, fs.idx, why)); err != nil {
+		return err
+	}
+	fs.failed = why
+	return nil
 }
 
 // appendRangeLine appends `{"f":F,"u":U,"<key>":{"from":A,"to":B}}`.
@@ -723,7 +792,9 @@ type UnitStatus struct {
 // FileStatus is what the manifest says about one source file.
 type FileStatus struct {
 	FileID
-	Units []UnitStatus `json:"units"`
+	// Failed is why the last run that read the file gave it up ("" if none did).
+	Failed string       `json:"failed,omitempty"`
+	Units  []UnitStatus `json:"units"`
 }
 
 // Status lists every file the manifest knows, in the order they were first recorded, with their
@@ -733,7 +804,7 @@ func (m *Manifest) Status() []FileStatus {
 	defer m.mu.Unlock()
 	out := make([]FileStatus, 0, len(m.files))
 	for id, fs := range m.files {
-		st := FileStatus{FileID: id}
+		st := FileStatus{FileID: id, Failed: fs.failed}
 		units := make([]int, 0, len(fs.units))
 		for u := range fs.units {
 			units = append(units, u)
@@ -753,18 +824,29 @@ func (m *Manifest) Status() []FileStatus {
 	return out
 }
 
-// Inspect reads the manifest at path without locking it (a running loader may hold it) and returns
-// its epoch and status. A torn last line is ignored.
-func Inspect(path string) (epoch int64, files []FileStatus, err error) {
+// Info is a manifest as Inspect reads it.
+type Info struct {
+	Path   string `json:"path"`
+	Target string `json:"target,omitempty"` // from the header (WithLabel); empty for older manifests
+	Table  string `json:"table,omitempty"`
+	Epoch  int64  `json:"epoch"`
+	// PossiblyDuplicatedRows sums every range recorded with Duplicate, across runs.
+	PossiblyDuplicatedRows int64        `json:"possibly_duplicated_rows"`
+	Files                  []FileStatus `json:"files"`
+}
+
+// Inspect reads the manifest at path without locking it (a running loader may hold it). A torn last
+// line is ignored.
+func Inspect(path string) (Info, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return 0, nil, fmt.Errorf("manifest %s: %w", path, err)
+		return Info{}, fmt.Errorf("manifest %s: %w", path, err)
 	}
 	m := &Manifest{path: path, files: make(map[FileID]*fileState)}
 	if _, _, _, err := m.replay(data); err != nil {
-		return 0, nil, err
+		return Info{}, err
 	}
-	return m.epoch, m.Status(), nil
+	return Info{Path: path, Target: m.target, Table: m.table, Epoch: m.epoch, PossiblyDuplicatedRows: m.dupRows, Files: m.Status()}, nil
 }
 
 // Acked returns the unit's acknowledged row ranges, sorted and merged (nil when none).
@@ -844,6 +926,9 @@ func (m *Manifest) UnitRows(f FileID, unit int, rows int64) error {
 	if unit < 0 || rows < 0 {
 		return fmt.Errorf("manifest: %s unit %d: invalid row count %d", f.Path, unit, rows)
 	}
+	if err := m.clearFailed(f); err != nil {
+		return err
+	}
 	return m.recordUnit(f, unit, func(u *unitState, idx int, buf []byte) ([]byte, error) {
 		switch {
 		case u.rows == rows:
@@ -855,6 +940,24 @@ func (m *Manifest) UnitRows(f FileID, unit int, rows int64) error {
 		}
 		return appendRowsLine(buf, idx, unit, rows), nil
 	}, func(u *unitState) { u.rows = rows })
+}
+
+// clearFailed forgets a file's failure once a run finished one of its units.
+func (m *Manifest) clearFailed(f FileID) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fs := m.fileOf(f)
+	if fs == nil || fs.failed == "" {
+		return nil
+	}
+	if err := m.usable(); err != nil {
+		return err
+	}
+	if err := m.writeLocked(f, fs, appendFailedLine(nil, fs.idx, "")); err != nil {
+		return err
+	}
+	fs.failed = ""
+	return nil
 }
 
 // recordUnit records something about a unit of f, under the lock and only while the manifest is

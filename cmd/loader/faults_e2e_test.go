@@ -3,9 +3,8 @@ package main_test
 import (
 	"bytes"
 	"context"
-	"errors"
+	"encoding/json"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/load"
+	"github.com/loaderproject/loader/manifest"
 	"github.com/loaderproject/loader/tableschema"
 	"github.com/loaderproject/loader/warehouse"
 )
@@ -128,14 +128,14 @@ func dupsAndMissing(ids map[int64]int, n int64) (dups, missing int64) {
 // killRun is the experiment in small: the loader is killed with SIGKILL twice and the sink
 // once, and each time the same command runs again. It returns the final table's duplicates and
 // missing ids and the possibly_duplicated_rows the runs reported in all.
-func killRun(t *testing.T, serveArgs ...string) (dups, missing, reported int64, last load.Summary) {
+func killRun(t *testing.T, serveArgs ...string) (dups, missing, reported int64, last load.Summary, manifests string) {
 	const files, perFile = 4, 3000
 	const total = files * perFile
 	wh := t.TempDir()
 	mustLoader(t, "table", "create", tableName, "--warehouse", wh, "--columns", fixture.TableColumns)
 	srv := serve(t, wh, append([]string{"--fault-ack-delay", "40ms"}, serveArgs...)...)
 	data := writeParquetParts(t, files, perFile)
-	manifests := t.TempDir()
+	manifests = t.TempDir()
 	args := []string{"load", "--table", tableName, "--endpoint", "grpc://" + srv.addr, "--json", "--streams", "2",
 		"--max-frame-bytes", "16KiB", "--max-inflight-bytes", "64KiB", "--manifest-dir", manifests,
 		"--retries", "20", "--retry-backoff", "100ms", data}
@@ -163,13 +163,13 @@ func killRun(t *testing.T, serveArgs ...string) (dups, missing, reported int64, 
 	}
 	srv.stop(t)
 	dups, missing = dupsAndMissing(tableIDs(t, wh), total)
-	return dups, missing, reported, last
+	return dups, missing, reported, last, manifests
 }
 
 // TestKill9ExactlyOnceEmbedded: against the embedded sink, SIGKILLs of the loader and the sink leave
 // each source row in the table exactly once.
 func TestKill9ExactlyOnceEmbedded(t *testing.T) {
-	dups, missing, reported, last := killRun(t)
+	dups, missing, reported, last, _ := killRun(t)
 	if !last.Deduplicated {
 		t.Errorf("summary says the sink does not deduplicate: %+v", last)
 	}
@@ -181,7 +181,7 @@ func TestKill9ExactlyOnceEmbedded(t *testing.T) {
 // TestKill9AtLeastOnceReported: against a sink that does not deduplicate (as Zerobus), nothing is
 // lost and every duplicate the table holds is covered by possibly_duplicated_rows.
 func TestKill9AtLeastOnceReported(t *testing.T) {
-	dups, missing, reported, last := killRun(t, "--unit-ids=false")
+	dups, missing, reported, last, manifests := killRun(t, "--unit-ids=false")
 	if last.Deduplicated {
 		t.Errorf("summary says the sink deduplicates: %+v", last)
 	}
@@ -192,7 +192,31 @@ func TestKill9AtLeastOnceReported(t *testing.T) {
 		t.Errorf("table holds %d duplicate rows but the runs reported %d possibly duplicated", dups, reported)
 	}
 	t.Logf("duplicates %d, reported possibly duplicated %d", dups, reported)
+	// loader status lists the same ranges by file.
+	var infos []manifest.Info
+	if err := json.Unmarshal([]byte(mustLoader(t, "status", "--table", tableName, "--manifest-dir", manifests, "--json").stdout), &infos); err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].Table != tableName || infos[0].PossiblyDuplicatedRows != reported {
+		t.Fatalf("status = %+v; want one manifest of %s with %d rows possibly duplicated", infos, tableName, reported)
+	}
+	var listed int64
+	for _, f := range infos[0].Files {
+		for _, u := range f.Units {
+			if !u.Done || len(u.Pending) > 0 {
+				t.Errorf("status: %s unit %d done %v, pending %v; want done", f.Path, u.Unit, u.Done, u.Pending)
+			}
+			for _, r := range u.Duplicated {
+				listed += r.To - r.From
+			}
+		}
+	}
+	if listed == 0 || listed > reported {
+		t.Errorf("status lists %d possibly duplicated rows in ranges; want some, at most the %d counted", listed, reported)
+	}
+	human := mustLoader(t, "status", "--table", tableName, "--manifest-dir", manifests).stdout
+	if m := fixture.Missing(human, "possibly duplicated", "UNITS DONE", "part-0.parquet"); len(m) > 0 {
+		t.Errorf("status output lacks %q:\n%s", m, human)
+	}
 }
 
-var _ = errors.New
-var _ = strings.Contains

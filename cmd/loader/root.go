@@ -139,7 +139,7 @@ Loads run over parallel streams, track durable acknowledgements, and resume wher
 	_ = root.PersistentFlags().MarkHidden("cpu-profile")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.SetVersionTemplate("loader {{.Version}}\n")
-	root.AddCommand(a.serveCommand(), a.tableCommand(), a.loadCommand(), a.planCommand(), a.benchCommand(), a.generateCommand(), a.versionCommand())
+	root.AddCommand(a.serveCommand(), a.tableCommand(), a.loadCommand(), a.planCommand(), a.benchCommand(), a.generateCommand(), a.statusCommand(), a.versionCommand())
 	for _, c := range root.Commands() {
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 		if !strings.Contains(c.Long, "Exit status") {

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/loaderproject/loader/embedded"
+	"github.com/loaderproject/loader/load"
+	"github.com/loaderproject/loader/manifest"
+	"github.com/loaderproject/loader/tableschema"
+)
+
+func (a *app) statusCommand() *cobra.Command {
+	var (
+		table, dir, wh string
+		asJSON         bool
+	)
+	cmd := &cobra.Command{
+		Use:   "status --table T [--manifest-dir D | --warehouse DIR] [--json]",
+		Short: "Show what the manifests say of a table's loads: done, pending, failed and possibly duplicated",
+		Long: `Read the manifests of loads into table T (one per target) and show, per source file, its units
+done, the row ranges sent but not acknowledged (pending: the target may or may not hold them), why
+the last run gave the file up (failed), and the row ranges sent again while an earlier send's fate
+was unknown (possibly duplicated: the target may hold them twice, unless it stores each unit range
+once, as the embedded sink does).
+
+Manifests are read from --manifest-dir, from the warehouse of --warehouse (where loads into the
+embedded sink keep them), or from $XDG_STATE_HOME/loader/manifests. A running load is not disturbed.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			name, err := tableschema.ParseTableName(table)
+			if err != nil {
+				return usageError{fmt.Errorf("--table: %w", err)}
+			}
+			switch {
+			case dir != "" && wh != "":
+				return usagef("give at most one of --manifest-dir and --warehouse")
+			case wh != "":
+				dir = embedded.New(wh).ManifestDir()
+			case dir == "":
+				dir = load.DefaultManifestDir()
+			}
+			infos, err := manifestsOf(dir, name.String())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if infos == nil {
+					infos = []manifest.Info{}
+				}
+				return json.NewEncoder(a.stdout).Encode(infos)
+			}
+			a.printStatus(infos, name.String(), dir)
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&table, "table", "", "the table, catalog.schema.table")
+	fl.StringVar(&dir, "manifest-dir", "", "directory of the manifests (default: the loads' default)")
+	fl.StringVar(&wh, "warehouse", "", "the embedded sink's warehouse, whose manifests to read")
+	fl.BoolVar(&asJSON, "json", false, "print a JSON list of manifests, each with its files and units")
+	_ = cmd.MarkFlagRequired("table")
+	return cmd
+}
+
+// manifestsOf reads the manifests in dir about table: those whose header names it, and older ones
+// whose file name does.
+func manifestsOf(dir, table string) ([]manifest.Info, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no manifests: %s does not exist", dir)
+	}
+	var out []manifest.Info
+	for _, p := range paths {
+		info, err := manifest.Inspect(p)
+		if err != nil {
+			return nil, err
+		}
+		match := info.Table == table
+		if info.Table == "" {
+			// An older manifest: its name holds the table (see manifest.Path).
+			probe := filepath.Base(manifest.Path("", "x", table))
+			_, tail, _ := strings.Cut(probe, "__")
+			tail, _, _ = strings.Cut(tail, "-")
+			match = strings.Contains(filepath.Base(p), "__"+tail+"-")
+		}
+		if match {
+			out = append(out, info)
+		}
+	}
+	return out, nil
+}
+
+func (a *app) printStatus(infos []manifest.Info, table, dir string) {
+	if len(infos) == 0 {
+		fmt.Fprintf(a.stdout, "no manifest of %s in %s\n", table, dir)
+		return
+	}
+	for _, info := range infos {
+		fmt.Fprintf(a.stdout, "manifest %s\n  target %s, table %s, epoch %d, %d rows possibly duplicated in all\n",
+			info.Path, orDash(info.Target), orDash(info.Table), info.Epoch, info.PossiblyDuplicatedRows)
+		tw := tabwriter.NewWriter(a.stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  FILE\tUNITS DONE\tROWS ACKED\tPENDING ROWS\tPOSSIBLY DUPLICATED ROWS\tFAILED")
+		for _, f := range info.Files {
+			var done int
+			var acked, pending, dup int64
+			for _, u := range f.Units {
+				if u.Done {
+					done++
+				}
+				acked += rangeRows(u.Acked)
+				pending += rangeRows(u.Pending)
+				dup += rangeRows(u.Duplicated)
+			}
+			fmt.Fprintf(tw, "  %s\t%d of %d seen\t%d\t%d\t%d\t%s\n", f.Path, done, len(f.Units), acked, pending, dup, orDash(f.Failed))
+		}
+		tw.Flush()
+		for _, f := range info.Files {
+			for _, u := range f.Units {
+				if len(u.Pending) > 0 {
+					fmt.Fprintf(a.stdout, "  pending %s unit %d rows %s\n", f.Path, u.Unit, ranges(u.Pending))
+				}
+				if len(u.Duplicated) > 0 {
+					fmt.Fprintf(a.stdout, "  possibly duplicated %s unit %d rows %s\n", f.Path, u.Unit, ranges(u.Duplicated))
+				}
+			}
+		}
+	}
+}
+
+func rangeRows(rs []manifest.Range) int64 {
+	var n int64
+	for _, r := range rs {
+		n += r.To - r.From
+	}
+	return n
+}
+
+func ranges(rs []manifest.Range) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("[%d,%d)", r.From, r.To)
+	}
+	return strings.Join(parts, " ")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
