@@ -9,7 +9,7 @@ PKGS     := ./...
 DEMO_DIR  ?= testdata/demo
 DEMO_ROWS ?= 1000000
 
-.PHONY: all check build test test-short vet lint fmt-check tidy-check bench fuzz demo testdata clean
+.PHONY: all check build test test-short vet lint fmt-check tidy-check bench fuzz demo testdata clean versitygw bench-objects
 
 all: check build
 
@@ -20,8 +20,18 @@ build:
 ## check: what a reviewer runs before merging (lint includes fmt-check)
 check: fmt-check vet lint test
 
+## versitygw: the S3-compatible server (Apache-2.0) the object-store tests run on loopback, built once
+## into bin/ (tests skip, saying so, only when it cannot be built)
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW         := bin/versitygw
+versitygw: $(VERSITYGW)
+$(VERSITYGW):
+	@mkdir -p bin
+	GOBIN=$(CURDIR)/bin $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION) || \
+	  echo "versitygw $(VERSITYGW_VERSION) could not be built: the object-store tests will skip"
+
 ## test: the full test suite with the race detector (what CI runs)
-test:
+test: versitygw
 	$(GO) test -race -count=1 -timeout 14m $(PKGS)
 
 ## test-short: the suite without the race detector, for a quick local loop

@@ -17,6 +17,7 @@ package load
 import (
 	"errors"
 	"fmt"
+	"github.com/loaderproject/loader/objstore"
 	"log/slog"
 	"runtime"
 	"sync/atomic"
@@ -62,6 +63,9 @@ const (
 // Config describes one load. Zero values mean "default"; see applyDefaults.
 type Config struct {
 	Sources []string
+	// Objects reads the sources that are object-store URLs (s3://, gs://, azblob://); nil when
+	// every source is local. The caller owns it (and closes it); Summary counts its requests.
+	Objects *objstore.Store
 	Table   tableschema.TableName
 
 	// Target is where the rows go (the embedded sink, see package embedded). When nil, Run makes the
@@ -246,6 +250,12 @@ type Summary struct {
 	Table         string `json:"table,omitempty"`
 	// Error is why the load failed (or, with failed files, was partial); empty on success.
 	Error string `json:"error,omitempty"`
+
+	// ObjectRequests and ObjectBytes count the object-store requests made (list pages, GETs,
+	// HEADs; the SDK's retries not counted) and the object bytes read by this run; 0 without
+	// object-store sources. ObjectBytes / Bytes is the read amplification.
+	ObjectRequests int64 `json:"object_requests,omitempty"`
+	ObjectBytes    int64 `json:"object_bytes,omitempty"`
 }
 
 // FileFailure is a file that could not be loaded.

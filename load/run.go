@@ -35,11 +35,13 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := cfg.applyDefaults(true); err != nil {
 		return nil, err
 	}
+	objStart := objectStats(&cfg)
 	files, err := discover(ctx, &cfg)
 	if err != nil {
 		return nil, err
 	}
 	sum := &Summary{Files: len(files), Streams: cfg.Streams, Table: cfg.Table.String()}
+	defer objectSummary(sum, &cfg, objStart)
 	fail := func(err error) (*Summary, error) {
 		sum.Error = err.Error()
 		if sum.VerifiedRows == nil && sum.NotVerified == "" {
@@ -182,7 +184,8 @@ func unsupportedReason(err error) string {
 // discover finds the sources' files with the configured filters.
 func discover(ctx context.Context, cfg *Config) ([]readers.File, error) {
 	return readers.Discover(ctx, cfg.Sources, readers.WithInclude(cfg.Include...),
-		readers.WithExclude(cfg.Exclude...), readers.WithDiscoverLogger(cfg.Logger))
+		readers.WithExclude(cfg.Exclude...), readers.WithDiscoverLogger(cfg.Logger),
+		readers.WithObjectStore(cfg.Objects))
 }
 
 // schemaOf reads a file's Arrow schema, for creating a table like it and for targets that cannot
@@ -455,7 +458,8 @@ func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) e
 	}
 	schema := src.Schema()
 	fp := fingerprint(schema)
-	p.ids[i] = manifest.FileID{Path: f.Path, Size: f.Size, ModTimeNano: f.ModTime.UnixNano(), Schema: fp, Layout: layout(src.Units())}
+	p.ids[i] = fileID(f, fp)
+	p.ids[i].Layout = layout(src.Units())
 	p.keys[i] = fileKey(p.ids[i], p.epoch)
 	plan, err := p.plan(fp, schema, f.Path)
 	if err != nil {
@@ -599,6 +603,7 @@ func (p *pipeline) readerOptions() []readers.Option {
 		readers.WithCSV(csv),
 		readers.WithLogger(p.cfg.Logger),
 		readers.WithMaxPageBytes(p.cfg.MaxPageBytes),
+		prefetchBudget(p),
 	}
 }
 

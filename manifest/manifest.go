@@ -45,7 +45,9 @@ type FileID struct {
 	Path        string `json:"path"`
 	Size        int64  `json:"size"`
 	ModTimeNano int64  `json:"mtime_ns"`
-	Schema      string `json:"schema"` // fingerprint of the file's Arrow schema
+	// ETag is an object-store source's version tag (ETag or GCS generation); "" for local files.
+	ETag   string `json:"etag,omitempty"`
+	Schema string `json:"schema"` // fingerprint of the file's Arrow schema
 	// Layout fingerprints how the reader splits the file into units (their count and byte sizes), so
 	// a run that would split it differently (other CSV split points) does not reuse unit numbers that
 	// mean other rows. Empty in format 1 manifests; such a file matches any layout.
@@ -71,12 +73,12 @@ type Manifest struct {
 	// dupRows sums the rows of every Duplicate record (overlaps counted each time); reported sums
 	// what Reported was told. Their difference is what no run's summary has counted yet.
 	dupRows, reported int64
-	f       *os.File
-	w       *bufio.Writer
-	files   map[FileID]*fileState
-	nfiles  int
-	err     error // sticky write error
-	closed  bool
+	f                 *os.File
+	w                 *bufio.Writer
+	files             map[FileID]*fileState
+	nfiles            int
+	err               error // sticky write error
+	closed            bool
 	// written counts flushes that wrote bytes; synced is the last count made durable.
 	written uint64
 
@@ -87,7 +89,7 @@ type Manifest struct {
 type fileState struct {
 	idx      int
 	failed   string // why the last run that read it gave it up, if it did
-	declared bool // its "file" line is in the file (or the buffer)
+	declared bool   // its "file" line is in the file (or the buffer)
 	units    map[int]*unitState
 }
 

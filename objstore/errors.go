@@ -87,6 +87,9 @@ func classify(loc Location, op string, err error) error {
 		e.Code = ae.ErrorCode()
 	}
 	switch e.Code {
+	case "SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "AllAccessDisabled":
+		e.Kind = ErrAccessDenied
+		return e
 	case "NoSuchBucket":
 		e.Kind = ErrNoSuchBucket
 		return e
@@ -102,7 +105,7 @@ func classify(loc Location, op string, err error) error {
 		}
 	case gcerrors.PermissionDenied:
 		e.Kind = ErrAccessDenied
-		if e.Code == "" {
+		if e.Code == "" || e.Code == "Forbidden" { // a HEAD's 403 has no body to say more
 			e.Code = "AccessDenied"
 		}
 	case gcerrors.FailedPrecondition:

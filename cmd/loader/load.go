@@ -119,8 +119,11 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 	if err != nil {
 		return usagef("--compression: %v", err)
 	}
+	objects, closeObjects := objectStore(sources...)
+	defer closeObjects()
 	cfg := load.Config{
 		Sources:          sources,
+		Objects:          objects,
 		Compression:      compression,
 		Streams:          f.streams,
 		Connections:      f.connections,

@@ -30,7 +30,9 @@ It exits 1 when any file would fail to load.`,
 			if len(sources) == 0 {
 				return usagef("give at least one SOURCE (file, directory or glob)")
 			}
-			cfg := load.Config{Sources: sources, Logger: a.logger}
+			objects, closeObjects := objectStore(sources...)
+			defer closeObjects()
+			cfg := load.Config{Sources: sources, Objects: objects, Logger: a.logger}
 			for _, apply := range []func(*load.Config) error{target.apply, input.apply} {
 				if err := apply(&cfg); err != nil {
 					return err

@@ -1,0 +1,212 @@
+package s3test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// Version is the versitygw release the tests run.
+const Version = "v1.8.0"
+
+// The root account's keys. Test-only; the server listens on loopback.
+const (
+	AccessKey = "loadertestroot"
+	SecretKey = "loadertestrootsecret"
+)
+
+// Server is a running versitygw.
+type Server struct {
+	Endpoint string // http://127.0.0.1:port
+	Root     string // the posix backend's directory: one subdirectory per bucket
+	bin      string
+	client   *s3.Client
+}
+
+// Binary returns the versitygw binary: $LOADER_VERSITYGW, or bin/versitygw in the module root. The
+// test is skipped, saying how to build it, when there is none.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("LOADER_VERSITYGW"); p != "" {
+		return p
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skip("versitygw: module root not found")
+		}
+		dir = parent
+	}
+	p := filepath.Join(dir, "bin", "versitygw")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("versitygw %s is not built (%s): run `make versitygw`, which `make test` does first", Version, p)
+	}
+	return p
+}
+
+// Start runs versitygw on a free loopback port until the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin := Binary(t)
+	root := t.TempDir()
+	iam := t.TempDir()
+	port := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cmd := exec.Command(bin, "--access", AccessKey, "--secret", SecretKey, "--port", addr, "--iam-dir", iam,
+		"posix", root)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	ready := make(chan bool, 1)
+	var log bytes.Buffer
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		said := false
+		for sc.Scan() {
+			line := sc.Text()
+			if !said {
+				log.WriteString(line + "\n")
+			}
+			if !said && strings.Contains(line, "http://"+addr) {
+				said = true
+				ready <- true
+			}
+		}
+		if !said {
+			ready <- false
+		}
+		_ = cmd.Wait()
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			t.Fatalf("versitygw exited before listening:\n%s", log.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("versitygw did not listen within a minute")
+	}
+	s := &Server{Endpoint: "http://" + addr, Root: root, bin: bin}
+	s.client = s.Client(AccessKey, SecretKey)
+	return s
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Client is an S3 client of the server with the given keys.
+func (s *Server) Client(access, secret string) *s3.Client {
+	return s3.New(s3.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(s.Endpoint),
+		UsePathStyle: true,
+		Credentials:  credentials.NewStaticCredentialsProvider(access, secret, ""),
+	})
+}
+
+// Env sets the environment a loader needs to reach the server as the given account (the SDK's
+// standard variables), for the rest of the test.
+func (s *Server) Env(t *testing.T, access, secret string) {
+	t.Helper()
+	t.Setenv("AWS_ACCESS_KEY_ID", access)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
+	t.Setenv("AWS_SESSION_TOKEN", "")
+	t.Setenv("AWS_PROFILE", "")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	t.Setenv("AWS_ENDPOINT_URL_S3", s.Endpoint)
+	t.Setenv("AWS_ENDPOINT_URL", "")
+}
+
+// CreateBucket creates a bucket owned by the root account.
+func (s *Server) CreateBucket(t testing.TB, name string) {
+	t.Helper()
+	if _, err := s.client.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(name)}); err != nil {
+		t.Fatalf("create bucket %s: %v", name, err)
+	}
+}
+
+// Put writes an object and returns its ETag.
+func (s *Server) Put(t testing.TB, bucket, key string, data []byte) string {
+	t.Helper()
+	out, err := s.client.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(data)})
+	if err != nil {
+		t.Fatalf("put s3://%s/%s: %v", bucket, key, err)
+	}
+	return aws.ToString(out.ETag)
+}
+
+// PutFile uploads a local file.
+func (s *Server) PutFile(t testing.TB, bucket, key, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Put(t, bucket, key, data)
+}
+
+// PutDir uploads every file below dir under prefix (keys use '/').
+func (s *Server) PutDir(t testing.TB, bucket, prefix, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		s.PutFile(t, bucket, prefix+filepath.ToSlash(rel), p)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// AddUser creates an account with the "user" role, which may not read the root account's buckets.
+func (s *Server) AddUser(t testing.TB, access, secret string) {
+	t.Helper()
+	out, err := exec.Command(s.bin, "admin", "--access", AccessKey, "--secret", SecretKey, "--endpoint-url", s.Endpoint,
+		"create-user", "--access", access, "--secret", secret, "--role", "user").CombinedOutput()
+	if err != nil {
+		t.Fatalf("versitygw admin create-user: %v\n%s", err, out)
+	}
+}

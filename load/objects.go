@@ -1,0 +1,52 @@
+package load
+
+import (
+	"github.com/loaderproject/loader/manifest"
+	"github.com/loaderproject/loader/readers"
+)
+
+// This file holds what the pipeline does differently for object-store sources: the file identity
+// in the manifest, the prefetch budget and the request counts of the summary.
+
+// fileID is a file's identity in the manifest. A local file is its path, size and mtime; an object
+// is its URL (bucket and key), size and ETag (or GCS generation), not its modification time, so an
+// object rewritten with other bytes loads as a new file and one copied unchanged does not. Both
+// carry the schema fingerprint.
+func fileID(f readers.File, schema string) manifest.FileID {
+	if f.Store != nil {
+		return manifest.FileID{Path: f.Path, Size: f.Size, ETag: f.ETag, Schema: schema}
+	}
+	return manifest.FileID{Path: f.Path, Size: f.Size, ModTimeNano: f.ModTime.UnixNano(), Schema: schema}
+}
+
+// prefetchBudget counts object bytes fetched ahead of decoding (a Parquet row group's column
+// chunks) in the in-flight budget. Each decoder's prefetch counts at most its share of half the
+// budget, so that prefetches running at once never hold the bytes the frames they decode need.
+func prefetchBudget(p *pipeline) readers.Option {
+	if p.budget == nil {
+		return readers.WithPrefetchBudget(nil, 0)
+	}
+	share := max(1, p.budget.Max()/int64(2*max(p.cfg.Decoders, 1)))
+	return readers.WithPrefetchBudget(p.budget, share)
+}
+
+// objectCounts is a Store's counts at one moment.
+type objectCounts struct{ requests, bytes int64 }
+
+func objectStats(cfg *Config) objectCounts {
+	if cfg.Objects == nil {
+		return objectCounts{}
+	}
+	r, b := cfg.Objects.Stats()
+	return objectCounts{r, b}
+}
+
+// objectSummary records in sum the requests and bytes of the run since start.
+func objectSummary(sum *Summary, cfg *Config, start objectCounts) {
+	if sum == nil || cfg.Objects == nil {
+		return
+	}
+	now := objectStats(cfg)
+	sum.ObjectRequests = now.requests - start.requests
+	sum.ObjectBytes = now.bytes - start.bytes
+}

@@ -1,0 +1,296 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/loaderproject/loader/internal/s3test"
+	"github.com/loaderproject/loader/objstore"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("internal/poll.runtime_pollWait"))
+}
+
+func mustParse(t *testing.T, u string) objstore.Location {
+	t.Helper()
+	l, err := objstore.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i/251)
+	}
+	return b
+}
+
+// newStore starts a server with bucket "data" and returns a store reaching it through the SDK's
+// environment (AWS_ENDPOINT_URL_S3, a loopback IP: path-style by default).
+func newStore(t *testing.T, opts ...objstore.Option) (*s3test.Server, *objstore.Store) {
+	t.Helper()
+	srv := s3test.Start(t)
+	srv.Env(t, s3test.AccessKey, s3test.SecretKey)
+	srv.CreateBucket(t, "data")
+	st := objstore.New(opts...)
+	t.Cleanup(func() { st.Close() })
+	return srv, st
+}
+
+func TestReadsCountRequestsAndMergeRanges(t *testing.T) {
+	srv, st := newStore(t, objstore.WithRangeBytes(64<<10), objstore.WithParallelism(3))
+	data := pattern(300 << 10)
+	etag := srv.Put(t, "data", "dir/obj.bin", data)
+	ctx := context.Background()
+
+	obj, err := st.Stat(ctx, mustParse(t, "s3://data/dir/obj.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if obj.Size != int64(len(data)) || obj.ETag != etag {
+		t.Fatalf("stat = %+v; want size %d, etag %s", obj, len(data), etag)
+	}
+	r, err := st.Open(ctx, obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req0, _ := st.Stats()
+	tail, err := r.ReadTail(ctx, 1000)
+	if err != nil || !bytes.Equal(tail, data[len(data)-1000:]) {
+		t.Fatalf("ReadTail: %v, equal %v", err, bytes.Equal(tail, data[len(data)-1000:]))
+	}
+	// served from the tail: no request
+	buf := make([]byte, 10)
+	if _, err := r.ReadAt(buf, int64(len(data)-10)); err != nil || !bytes.Equal(buf, data[len(data)-10:]) {
+		t.Fatalf("ReadAt in the tail: %v", err)
+	}
+	if req, _ := st.Stats(); req != req0+1 {
+		t.Errorf("ReadTail + a read within it made %d requests; want 1", req-req0)
+	}
+
+	// Two adjacent ranges and one 100 KiB away: two merged ranges; the first spans 160 KiB, which
+	// at 64 KiB a request is 3 GETs, the second 1.
+	req0, bytes0 := st.Stats()
+	pf, err := r.Prefetch(ctx, []objstore.Range{{Off: 0, Len: 100 << 10}, {Off: 100 << 10, Len: 60 << 10}, {Off: 260 << 10, Len: 10}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, byt := st.Stats()
+	if req-req0 != 4 || byt-bytes0 != 160<<10+10 {
+		t.Errorf("prefetch made %d requests for %d bytes; want 4 for %d", req-req0, byt-bytes0, 160<<10+10)
+	}
+	for _, c := range []struct{ off, n int64 }{{0, 10}, {65530, 20}, {100 << 10, 60 << 10}, {260 << 10, 10}} {
+		got := make([]byte, c.n)
+		if _, err := pf.ReadAt(got, c.off); err != nil || !bytes.Equal(got, data[c.off:c.off+c.n]) {
+			t.Errorf("prefetched ReadAt(%d, %d): %v, equal %v", c.off, c.n, err, bytes.Equal(got, data[c.off:c.off+c.n]))
+		}
+	}
+	if req2, _ := st.Stats(); req2 != req {
+		t.Errorf("reads within the prefetch made %d requests", req2-req)
+	}
+	// a read outside it is fetched
+	got := make([]byte, 100)
+	if _, err := pf.ReadAt(got, 200<<10); err != nil || !bytes.Equal(got, data[200<<10:200<<10+100]) {
+		t.Errorf("ReadAt outside the prefetch: %v", err)
+	}
+
+	// Stream reads it all, in order, with one request.
+	req0, _ = st.Stats()
+	rd, err := r.Stream(ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := io.ReadAll(rd)
+	rd.Close()
+	if err != nil || !bytes.Equal(all, data[1000:]) {
+		t.Errorf("Stream: %v, %d bytes", err, len(all))
+	}
+	if req, _ := st.Stats(); req != req0+1 {
+		t.Errorf("Stream made %d requests", req-req0)
+	}
+	// A stream closed early stops its read-ahead (goleak checks the goroutine is gone).
+	rd, err = r.Stream(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rd.Read(make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	rd.Close()
+}
+
+func TestPrefetchCancelled(t *testing.T) {
+	srv, st := newStore(t)
+	srv.Put(t, "data", "k", pattern(1000))
+	ctx, cancel := context.WithCancel(context.Background())
+	obj, err := st.Stat(ctx, mustParse(t, "s3://data/k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := st.Open(ctx, obj)
+	cancel()
+	if _, err := r.Prefetch(ctx, []objstore.Range{{Off: 0, Len: 10}}, 0); !errors.Is(err, context.Canceled) {
+		t.Errorf("Prefetch on a cancelled context: %v; want context.Canceled", err)
+	}
+}
+
+func TestErrorsNameURLAndCause(t *testing.T) {
+	srv, st := newStore(t)
+	srv.Put(t, "data", "there", []byte("x"))
+	ctx := context.Background()
+	_, err := st.Stat(ctx, mustParse(t, "s3://data/missing.parquet"))
+	var oe *objstore.Error
+	if !errors.Is(err, objstore.ErrNotFound) || !errors.As(err, &oe) || oe.URL != "s3://data/missing.parquet" {
+		t.Errorf("missing key: %v; want ErrNotFound naming s3://data/missing.parquet", err)
+	}
+	_, err = st.Stat(ctx, mustParse(t, "s3://nobucket/k"))
+	if !errors.Is(err, objstore.ErrNoSuchBucket) || !strings.Contains(err.Error(), "NoSuchBucket") || !strings.Contains(err.Error(), "s3://nobucket/k") {
+		t.Errorf("missing bucket: %v; want ErrNoSuchBucket naming the URL and NoSuchBucket", err)
+	}
+	err = st.Walk(ctx, mustParse(t, "s3://nobucket/"), nil, func(objstore.Object) error { return nil })
+	if !errors.Is(err, objstore.ErrNoSuchBucket) {
+		t.Errorf("listing a missing bucket: %v; want ErrNoSuchBucket", err)
+	}
+
+	// Another account: AccessDenied, and its secret never shows.
+	srv.AddUser(t, "otheruser", "othersecretvalue")
+	srv.Env(t, "otheruser", "othersecretvalue")
+	other := objstore.New()
+	defer other.Close()
+	_, err = other.Stat(ctx, mustParse(t, "s3://data/there"))
+	if !errors.Is(err, objstore.ErrAccessDenied) || !strings.Contains(err.Error(), "AccessDenied") || !strings.Contains(err.Error(), "s3://data/there") {
+		t.Errorf("another account's bucket: %v; want ErrAccessDenied naming the URL and AccessDenied", err)
+	}
+	if err != nil && (strings.Contains(err.Error(), "othersecretvalue") || strings.Contains(err.Error(), "otheruser")) {
+		t.Errorf("error shows a credential: %v", err)
+	}
+}
+
+func TestObjectChangedAfterListing(t *testing.T) {
+	srv, st := newStore(t)
+	srv.Put(t, "data", "k", pattern(5000))
+	ctx := context.Background()
+	obj, err := st.Stat(ctx, mustParse(t, "s3://data/k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := st.Open(ctx, obj)
+	if _, err := r.ReadAt(make([]byte, 10), 0); err != nil {
+		t.Fatal(err)
+	}
+	srv.Put(t, "data", "k", bytes.Repeat([]byte("z"), 5000)) // same size, other bytes
+	if _, err := r.ReadAt(make([]byte, 10), 100); !errors.Is(err, objstore.ErrChanged) {
+		t.Errorf("ReadAt of a rewritten object: %v; want ErrChanged", err)
+	}
+	if _, err := r.Stream(ctx, 0); !errors.Is(err, objstore.ErrChanged) {
+		t.Errorf("Stream of a rewritten object: %v; want ErrChanged", err)
+	}
+}
+
+func TestTruncatedObject(t *testing.T) {
+	srv, st := newStore(t)
+	srv.Put(t, "data", "k", pattern(100))
+	ctx := context.Background()
+	obj, err := st.Stat(ctx, mustParse(t, "s3://data/k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj.Size, obj.ETag = 200, "" // a listing that claims more than the store serves
+	r, _ := st.Open(ctx, obj)
+	if _, err := r.ReadAt(make([]byte, 50), 80); !errors.Is(err, objstore.ErrTruncated) {
+		t.Errorf("reading past the served bytes: %v; want ErrTruncated", err)
+	}
+	rd, err := r.Stream(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	if _, err := io.ReadAll(rd); !errors.Is(err, objstore.ErrTruncated) {
+		t.Errorf("streaming a short body: %v; want ErrTruncated", err)
+	}
+}
+
+func TestWalkOrderAndHiddenPrefixes(t *testing.T) {
+	srv, st := newStore(t)
+	for _, k := range []string{"t/b.parquet", "t/a.parquet", "t/_delta_log/0.json", "t/year=2024/x.csv", "t/year=2023/y.csv", "t/_SUCCESS"} {
+		srv.Put(t, "data", k, []byte(k))
+	}
+	var got []string
+	var asked []string
+	err := st.Walk(context.Background(), mustParse(t, "s3://data/t/"), func(dir string) bool {
+		asked = append(asked, dir)
+		return !strings.Contains(dir, "_delta_log")
+	}, func(o objstore.Object) error {
+		got = append(got, o.Loc.Key)
+		if o.ETag == "" || o.Size != int64(len(o.Loc.Key)) {
+			t.Errorf("listed %+v without its ETag or size", o)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[t/_SUCCESS t/a.parquet t/b.parquet t/year=2023/y.csv t/year=2024/x.csv]"
+	if s := strings.Join(got, " "); "["+s+"]" != want {
+		t.Errorf("walk = [%s]; want %s", s, want)
+	}
+	if len(asked) != 3 {
+		t.Errorf("descend asked about %v; want the three prefixes", asked)
+	}
+}
+
+func TestConditionalWrites(t *testing.T) {
+	_, st := newStore(t)
+	ctx := context.Background()
+	loc := mustParse(t, "s3://data/manifest.json")
+	// Two writers race to create: exactly one wins.
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = st.Create(ctx, loc, []byte{byte('a' + i)})
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, objstore.ErrPrecondition):
+			t.Errorf("losing Create: %v; want ErrPrecondition", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d Creates won; want exactly 1 (%v)", won, errs)
+	}
+	obj, err := st.Stat(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	etag2, err := st.Update(ctx, loc, []byte("v2"), obj.ETag)
+	if err != nil {
+		t.Fatalf("Update with the current ETag: %v", err)
+	}
+	if _, err := st.Update(ctx, loc, []byte("v3"), obj.ETag); !errors.Is(err, objstore.ErrPrecondition) {
+		t.Errorf("Update with a stale ETag: %v; want ErrPrecondition", err)
+	}
+	if _, err := st.Update(ctx, loc, []byte("v3"), etag2); err != nil {
+		t.Errorf("Update with the new ETag: %v", err)
+	}
+}
