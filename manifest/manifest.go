@@ -84,6 +84,11 @@ type Manifest struct {
 
 	syncMu sync.Mutex
 	synced uint64
+
+	// replica, when set, gets every byte made durable (WithReplica); tail holds those written since
+	// the last sync handed them over.
+	replica Replica
+	tail    bytes.Buffer
 }
 
 type fileState struct {
@@ -202,8 +207,8 @@ func (m *Manifest) load() error {
 	} else if _, err := f.Seek(0, io.SeekEnd); err != nil {
 		return fmt.Errorf("manifest %s: %w", m.path, err)
 	}
-	m.w = bufio.NewWriterSize(m.f, 64<<10)
-	return nil
+	m.w = bufio.NewWriterSize(m.sink(), 64<<10)
+	return m.resetReplica()
 }
 
 // Option configures Open.
@@ -536,6 +541,10 @@ func appendFileLine(b []byte, idx int, id FileID) []byte {
 	b = strconv.AppendInt(b, id.Size, 10)
 	b = append(b, `,"mtime_ns":`...)
 	b = strconv.AppendInt(b, id.ModTimeNano, 10)
+	if id.ETag != "" {
+		b = append(b, `,"etag":`...)
+		b = appendJSONString(b, id.ETag)
+	}
 	b = append(b, `,"schema":`...)
 	b = appendJSONString(b, id.Schema)
 	if id.Layout != "" {
@@ -651,16 +660,21 @@ func covered(rs []Range, r Range) bool {
 // which remember the units they stored (by ids that include the epoch) take them again. It is
 // durable when it returns.
 func (m *Manifest) Reset() error {
+	m.syncMu.Lock() // no Sync hands the replica older bytes after this
+	defer m.syncMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.usable(); err != nil {
 		return err
 	}
-	m.w.Reset(m.f)
+	m.w.Reset(m.sink())
 	m.epoch++
 	m.dupRows, m.reported = 0, 0
 	if err := m.truncateToHeader(); err != nil {
 		return m.fail(fmt.Errorf("manifest %s: reset: %w", m.path, err))
+	}
+	if err := m.resetReplica(); err != nil {
+		return m.fail(err)
 	}
 	m.files = make(map[FileID]*fileState)
 	m.nfiles = 0
@@ -1051,6 +1065,7 @@ func (m *Manifest) Sync() error {
 	}
 	m.mu.Lock()
 	target, f := m.written, m.f
+	tail := m.takeTail()
 	err := m.usable()
 	m.mu.Unlock()
 	if err != nil {
@@ -1061,6 +1076,14 @@ func (m *Manifest) Sync() error {
 		err = m.fail(fmt.Errorf("manifest %s: fsync: %w", m.path, err))
 		m.mu.Unlock()
 		return err
+	}
+	if tail != nil {
+		if err := m.replica.Append(tail); err != nil {
+			m.mu.Lock()
+			err = m.fail(fmt.Errorf("manifest %s: replica: %w", m.path, err))
+			m.mu.Unlock()
+			return err
+		}
 	}
 	m.synced = target
 	return nil
