@@ -114,7 +114,11 @@ type Config struct {
 	// ManifestDir holds the manifests. Default: the target's own place (the embedded sink keeps them
 	// in its warehouse), else $XDG_STATE_HOME/loader/manifests.
 	ManifestDir string
-	OnError     OnError
+	// ManifestLockTimeout applies to a manifest in object storage (ManifestDir an s3://, gs:// or
+	// azblob:// URL): how long a run watches a lock that shows no heartbeat before it takes it over
+	// (its holder was killed). Default 30 s.
+	ManifestLockTimeout time.Duration
+	OnError             OnError
 	// QuarantineDir receives the dead-letter files of OnErrorQuarantine, in a subdirectory per run.
 	// Default ./quarantine.
 	QuarantineDir string

@@ -66,12 +66,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return fail(err)
 	}
 
-	m, err := manifest.Open(manifest.Path(manifestDir(&cfg, tgt), manifestKey(tgt, tbl), cfg.Table.String()),
-		manifest.WithLabel(tgt.String(), cfg.Table.String()))
+	m, closeManifest, err := openManifest(ctx, &cfg, tgt.String(), manifestDir(&cfg, tgt), manifestKey(tgt, tbl))
 	if err != nil {
 		return fail(err)
 	}
-	defer m.Close()
+	defer closeManifest()
 	if cfg.Force {
 		if err := m.Reset(); err != nil {
 			return fail(err)

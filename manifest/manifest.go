@@ -858,6 +858,11 @@ func Inspect(path string) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("manifest %s: %w", path, err)
 	}
+	return InspectData(path, data)
+}
+
+// InspectData is Inspect of a manifest's bytes read elsewhere (from object storage); path names it.
+func InspectData(path string, data []byte) (Info, error) {
 	m := &Manifest{path: path, files: make(map[FileID]*fileState)}
 	if _, _, _, err := m.replay(data); err != nil {
 		return Info{}, err

@@ -475,3 +475,25 @@ func (r *replica) release() error {
 	}
 	return nil
 }
+
+// List returns the names of the manifests under dir (those Open would open by name), in lexical
+// order.
+func List(ctx context.Context, st *objstore.Store, dir objstore.Location) ([]string, error) {
+	base := dir.Key
+	if base != "" && !strings.HasSuffix(base, "/") {
+		base += "/"
+	}
+	var names []string
+	err := st.Walk(ctx, dir.Child(base), func(sub string) bool {
+		name := strings.TrimSuffix(strings.TrimPrefix(sub, base), "/")
+		if name != "" && !strings.Contains(name, "/") {
+			names = append(names, name)
+		}
+		return false
+	}, func(objstore.Object) error { return nil })
+	if err != nil && !errors.Is(err, objstore.ErrNotFound) {
+		return nil, err
+	}
+	slices.Sort(names)
+	return names, nil
+}

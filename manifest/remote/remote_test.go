@@ -32,7 +32,9 @@ func newStore(t *testing.T) (*s3test.Server, *objstore.Store, objstore.Location)
 	return srv, st, loc
 }
 
-func fast() Options { return Options{Heartbeat: 50 * time.Millisecond, StaleAfter: 400 * time.Millisecond} }
+func fast() Options {
+	return Options{Heartbeat: 50 * time.Millisecond, StaleAfter: 400 * time.Millisecond}
+}
 
 // abandon stops the heartbeat and leaves the lock and the objects as a kill -9 would.
 func (m *Manifest) abandon() {
