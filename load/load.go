@@ -117,6 +117,10 @@ type Config struct {
 	// ManifestDir holds the manifests. Default: the target's own place (the embedded sink keeps them
 	// in its warehouse), else $XDG_STATE_HOME/loader/manifests.
 	ManifestDir string
+	// ManifestLockTimeout applies to a manifest in object storage (ManifestDir an s3://, gs:// or
+	// azblob:// URL): how long a run watches a lock that shows no heartbeat before it takes it over
+	// (its holder was killed). Default 30 s.
+	ManifestLockTimeout time.Duration
 	OnError     OnError
 	// Shard, when set, makes this load one shard of several: its manifest lives in the shard's
 	// subdirectory of ManifestDir (Shard.Name), and a manifest of another shard count for the same

@@ -70,15 +70,15 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return fail(err)
 	}
 
-	mpath, err := shardManifestPath(&cfg, manifestDir(&cfg, tgt), manifestKey(tgt, tbl), cfg.Table.String())
+	mdir, err := shardManifestDir(ctx, &cfg, manifestDir(&cfg, tgt), manifestKey(tgt, tbl), cfg.Table.String())
 	if err != nil {
 		return fail(err)
 	}
-	m, err := manifest.Open(mpath, manifest.WithLabel(tgt.String(), cfg.Table.String()))
+	m, closeManifest, err := openManifest(ctx, &cfg, tgt.String(), mdir, manifestKey(tgt, tbl))
 	if err != nil {
 		return fail(err)
 	}
-	defer m.Close()
+	defer closeManifest()
 	if cfg.Force {
 		if err := m.Reset(); err != nil {
 			return fail(err)

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -9,8 +10,10 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/loaderproject/loader/manifest"
+	"github.com/loaderproject/loader/objstore"
 	"github.com/loaderproject/loader/readers"
 )
 
@@ -191,29 +194,54 @@ func (e *ShardCountError) Error() string {
 // Unwrap makes a ShardCountError an ErrConfig.
 func (e *ShardCountError) Unwrap() error { return ErrConfig }
 
-// shardManifestPath returns the manifest file of the load: manifest.Path(base, key, table), inside
-// the shard's subdirectory when the load is sharded. A sharded load refuses (*ShardCountError) when
-// the same table has a manifest of another shard count, or an unsharded one, unless cfg.Force.
-func shardManifestPath(cfg *Config, base, key, table string) (string, error) {
+// shardManifestDir returns the directory of the load's manifest: base, or the shard's subdirectory
+// of it when the load is sharded (base may be an object-store URL). A sharded load refuses
+// (*ShardCountError) when the same table has a manifest of another shard count, or an unsharded one,
+// unless cfg.Force.
+func shardManifestDir(ctx context.Context, cfg *Config, base, key, table string) (string, error) {
 	if cfg.Shard == nil {
-		return manifest.Path(base, key, table), nil
+		return base, nil
 	}
 	if !cfg.Force {
 		name := filepath.Base(manifest.Path(base, key, table))
-		if exists(filepath.Join(base, name)) {
-			return "", &ShardCountError{Dir: base, Table: table, Found: 0, Want: cfg.Shard.Count}
-		}
-		dirs, err := ShardDirs(base)
+		found, err := otherShardCount(ctx, cfg, base, name)
 		if err != nil {
 			return "", fmt.Errorf("manifest directory %s: %w", base, err)
 		}
-		for _, d := range dirs {
-			if d.Count != cfg.Shard.Count && exists(filepath.Join(d.Path, name)) {
-				return "", &ShardCountError{Dir: base, Table: table, Found: d.Count, Want: cfg.Shard.Count}
-			}
+		if found >= 0 {
+			return "", &ShardCountError{Dir: base, Table: table, Found: found, Want: cfg.Shard.Count}
 		}
 	}
-	return manifest.Path(filepath.Join(base, cfg.Shard.Name()), key, table), nil
+	return joinManifestDir(base, cfg.Shard.Name()), nil
+}
+
+// otherShardCount looks in base for a manifest called name of another shard count than cfg's: it
+// returns that count, 0 for an unsharded load's, or -1 when there is none.
+func otherShardCount(ctx context.Context, cfg *Config, base, name string) (int, error) {
+	if objstore.IsURL(base) {
+		return otherShardCountObjects(ctx, cfg, base, name)
+	}
+	if exists(filepath.Join(base, name)) {
+		return 0, nil
+	}
+	dirs, err := ShardDirs(base)
+	if err != nil {
+		return -1, err
+	}
+	for _, d := range dirs {
+		if d.Count != cfg.Shard.Count && exists(filepath.Join(d.Path, name)) {
+			return d.Count, nil
+		}
+	}
+	return -1, nil
+}
+
+// joinManifestDir is filepath.Join for a local directory, and joins with "/" for an object-store URL.
+func joinManifestDir(base, name string) string {
+	if objstore.IsURL(base) {
+		return strings.TrimSuffix(base, "/") + "/" + name
+	}
+	return filepath.Join(base, name)
 }
 
 func exists(path string) bool {

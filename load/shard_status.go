@@ -107,33 +107,27 @@ func StatusShards(ctx context.Context, cfg Config, count int, selectorFor func(k
 func (p *pipeline) shardStatus(ctx context.Context, sel Selector, base, key string, k, n int, all []readers.File) (ShardStatus, error) {
 	c := *p.cfg
 	c.Shard, c.Force = &Shard{Index: k, Count: n}, true
-	path, err := shardManifestPath(&c, base, key, c.Table.String())
+	dir, err := shardManifestDir(ctx, &c, base, key, c.Table.String())
 	if err != nil {
 		return ShardStatus{}, err
 	}
+	m, closeManifest, path, err := peekManifest(ctx, &c, dir, key)
 	st := ShardStatus{Shard: k, Manifest: path}
+	switch {
+	case err == nil:
+		defer closeManifest()
+	case errors.Is(err, manifest.ErrLocked):
+		st.State = ShardRunning
+	case errors.Is(err, os.ErrNotExist):
+		st.State = ShardNotStarted
+	default:
+		return ShardStatus{}, err
+	}
 	files, err := sel.Files(all)
 	if err != nil {
 		return ShardStatus{}, err
 	}
 	st.Files = len(files)
-	var m *manifest.Manifest
-	switch _, serr := os.Stat(path); {
-	case serr == nil:
-		m, err = manifest.Open(path)
-		switch {
-		case errors.Is(err, manifest.ErrLocked):
-			st.State = ShardRunning
-		case err != nil:
-			return ShardStatus{}, err
-		default:
-			defer m.Close()
-		}
-	case errors.Is(serr, os.ErrNotExist):
-		st.State = ShardNotStarted
-	default:
-		return ShardStatus{}, serr
-	}
 	for _, f := range files {
 		src, err := readers.Open(ctx, f, p.readerOptions()...)
 		if err != nil {

@@ -84,6 +84,11 @@ type Manifest struct {
 
 	syncMu sync.Mutex
 	synced uint64
+
+	// replica, when set, gets every byte made durable (WithReplica); tail holds those written since
+	// the last sync handed them over.
+	replica Replica
+	tail    bytes.Buffer
 }
 
 type fileState struct {
@@ -202,8 +207,8 @@ func (m *Manifest) load() error {
 	} else if _, err := f.Seek(0, io.SeekEnd); err != nil {
 		return fmt.Errorf("manifest %s: %w", m.path, err)
 	}
-	m.w = bufio.NewWriterSize(m.f, 64<<10)
-	return nil
+	m.w = bufio.NewWriterSize(m.sink(), 64<<10)
+	return m.resetReplica()
 }
 
 // Option configures Open.
@@ -655,16 +660,21 @@ func covered(rs []Range, r Range) bool {
 // which remember the units they stored (by ids that include the epoch) take them again. It is
 // durable when it returns.
 func (m *Manifest) Reset() error {
+	m.syncMu.Lock() // no Sync hands the replica older bytes after this
+	defer m.syncMu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.usable(); err != nil {
 		return err
 	}
-	m.w.Reset(m.f)
+	m.w.Reset(m.sink())
 	m.epoch++
 	m.dupRows, m.reported = 0, 0
 	if err := m.truncateToHeader(); err != nil {
 		return m.fail(fmt.Errorf("manifest %s: reset: %w", m.path, err))
+	}
+	if err := m.resetReplica(); err != nil {
+		return m.fail(err)
 	}
 	m.files = make(map[FileID]*fileState)
 	m.nfiles = 0
@@ -848,6 +858,11 @@ func Inspect(path string) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("manifest %s: %w", path, err)
 	}
+	return InspectData(path, data)
+}
+
+// InspectData is Inspect of a manifest's bytes read elsewhere (from object storage); path names it.
+func InspectData(path string, data []byte) (Info, error) {
 	m := &Manifest{path: path, files: make(map[FileID]*fileState)}
 	if _, _, _, err := m.replay(data); err != nil {
 		return Info{}, err
@@ -1055,6 +1070,7 @@ func (m *Manifest) Sync() error {
 	}
 	m.mu.Lock()
 	target, f := m.written, m.f
+	tail := m.takeTail()
 	err := m.usable()
 	m.mu.Unlock()
 	if err != nil {
@@ -1065,6 +1081,14 @@ func (m *Manifest) Sync() error {
 		err = m.fail(fmt.Errorf("manifest %s: fsync: %w", m.path, err))
 		m.mu.Unlock()
 		return err
+	}
+	if tail != nil {
+		if err := m.replica.Append(tail); err != nil {
+			m.mu.Lock()
+			err = m.fail(fmt.Errorf("manifest %s: replica: %w", m.path, err))
+			m.mu.Unlock()
+			return err
+		}
 	}
 	m.synced = target
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/internal/gctune"
 	"github.com/loaderproject/loader/load"
+	remotemanifest "github.com/loaderproject/loader/manifest/remote"
 	"github.com/loaderproject/loader/partitioner"
 	"github.com/loaderproject/loader/readers"
 	"github.com/loaderproject/loader/zerobus"
@@ -38,6 +39,7 @@ type loadFlags struct {
 	maxPageBytes     byteSize
 	force            bool
 	manifestDir      string
+	manifestLock     time.Duration
 	commitInterval   time.Duration
 	progressEvery    time.Duration
 	quiet            bool
@@ -132,7 +134,8 @@ connection reset, an ack timeout) are counted in possibly_duplicated_rows; loade
 	fl.Var(&f.maxInflightBytes, "max-inflight-bytes", "bytes sent but not yet acknowledged, across all streams: the memory bound")
 	fl.Var(&f.maxPageBytes, "max-page-bytes", "largest uncompressed Parquet page read; a larger one fails its file (raise it, memory allowing, for files with huge pages)")
 	fl.BoolVar(&f.force, "force", false, "ignore the manifest and load every file again")
-	fl.StringVar(&f.manifestDir, "manifest-dir", "", "where manifests live (default: WAREHOUSE/.loader/manifests for the embedded sink, else $XDG_STATE_HOME/loader/manifests)")
+	fl.StringVar(&f.manifestDir, "manifest-dir", "", "where manifests live: a directory, or an object-store URL (s3://, gs://, azblob://) for machines that do not keep their disks (default: WAREHOUSE/.loader/manifests for the embedded sink, else $XDG_STATE_HOME/loader/manifests)")
+	fl.DurationVar(&f.manifestLock, "manifest-lock-timeout", remotemanifest.DefaultStaleAfter, "with --manifest-dir in object storage: how long a lock must show no heartbeat before this run takes it over (its holder was killed); a live holder makes the run fail")
 	fl.DurationVar(&f.commitInterval, "commit-interval", 0, "embedded sink: how often acknowledged rows are committed (default 1s)")
 	fl.DurationVar(&f.progressEvery, "progress-interval", 10*time.Second, "how often to print a progress line when stderr is not a terminal")
 	fl.BoolVar(&f.quiet, "quiet", false, "no progress output")
@@ -151,23 +154,24 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 	if err != nil {
 		return usagef("--compression: %v", err)
 	}
-	objects, closeObjects := objectStore(sources...)
+	objects, closeObjects := objectStore(append([]string{f.manifestDir}, sources...)...)
 	defer closeObjects()
 	cfg := load.Config{
-		Sources:          sources,
-		Objects:          objects,
-		Compression:      compression,
-		Streams:          f.streams,
-		Connections:      f.connections,
-		Decoders:         f.decoders,
-		MaxFrameBytes:    int(f.maxFrameBytes),
-		MaxInflightBytes: int64(f.maxInflightBytes),
-		MaxPageBytes:     int64(f.maxPageBytes),
-		Limit:            f.limit,
-		Force:            f.force,
-		ManifestDir:      f.manifestDir,
-		Logger:           a.logger,
-		Progress:         &load.Progress{},
+		Sources:             sources,
+		Objects:             objects,
+		Compression:         compression,
+		Streams:             f.streams,
+		Connections:         f.connections,
+		Decoders:            f.decoders,
+		MaxFrameBytes:       int(f.maxFrameBytes),
+		MaxInflightBytes:    int64(f.maxInflightBytes),
+		MaxPageBytes:        int64(f.maxPageBytes),
+		Limit:               f.limit,
+		Force:               f.force,
+		ManifestDir:         f.manifestDir,
+		ManifestLockTimeout: f.manifestLock,
+		Logger:              a.logger,
+		Progress:            &load.Progress{},
 	}
 	f.target.embedded = []embedded.Option{embedded.WithCommitInterval(f.commitInterval)}
 	for _, apply := range []func(*load.Config) error{f.target.apply, f.input.apply, f.bad.apply, f.shard.apply} {
