@@ -281,3 +281,22 @@ func TestPlanShardsSplitsABigFileByRowGroups(t *testing.T) {
 
 func maxInt(a, b int64) int64 { return max(a, b) }
 func minInt(a, b int64) int64 { return min(a, b) }
+
+func TestAnEmptyShardLoadsNothingAndSucceeds(t *testing.T) {
+	dir, _ := newWarehouse(t, fixture.TableColumns)
+	data := t.TempDir()
+	writeFiles(t, data, 1, 10, 10)
+	key := "sub0/f00.parquet"
+	k := (load.HashShard(key, 5) + 1) % 5 // a shard the only file is not in
+	cfg := baseConfig(t, memory.DefaultAllocator, data)
+	cfg.Target = embeddedAt(dir)
+	cfg.Shard = &load.Shard{Index: k, Count: 5}
+	cfg.Select = load.HashSelector{Index: k, Count: 5}
+	sum := run(t, cfg)
+	if sum.Files != 0 || sum.Rows != 0 || sum.NotVerified == "" {
+		t.Errorf("empty shard summary = %+v; want no files, no rows, not verified", sum)
+	}
+	if got := len(scan(t, dir)); got != 0 {
+		t.Errorf("table holds %d rows after an empty shard; want 0", got)
+	}
+}
