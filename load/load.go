@@ -121,7 +121,7 @@ type Config struct {
 	// azblob:// URL): how long a run watches a lock that shows no heartbeat before it takes it over
 	// (its holder was killed). Default 30 s.
 	ManifestLockTimeout time.Duration
-	OnError     OnError
+	OnError             OnError
 	// Shard, when set, makes this load one shard of several: its manifest lives in the shard's
 	// subdirectory of ManifestDir (Shard.Name), and a manifest of another shard count for the same
 	// table is refused (*ShardCountError) unless Force. Select picks the shard's files.
