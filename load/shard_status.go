@@ -134,7 +134,8 @@ func (p *pipeline) shardStatus(ctx context.Context, sel Selector, base, key stri
 			st.FailedFiles = append(st.FailedFiles, FileFailure{Path: f.Path, Error: err.Error(), err: err})
 			continue
 		}
-		id := manifest.FileID{Path: f.Path, Size: f.Size, ModTimeNano: f.ModTime.UnixNano(), Schema: fingerprint(src.Schema())}
+		id := fileID(f, fingerprint(src.Schema()))
+		id.Layout = layout(src.Units()) // as the load records it
 		for _, u := range src.Units() {
 			if !sel.Unit(f, u.Index) {
 				continue

@@ -310,7 +310,8 @@ func (p *putStream) storeUnit(ctx context.Context, item ackItem, fd *flight.Flig
 		for _, k := range keep {
 			kept += k.To - k.From
 		}
-		return ts.wal.AppendFunc(ctx, func(uint64) { ts.pending.Add(kept) },
+		rows := um.To - um.From
+		return ts.wal.AppendFunc(ctx, func(uint64) { ts.pending.Add(kept); ts.s.cfg.events.durable(ts.name, kept, size*kept/max(rows, 1)) },
 			recordParts(kept, unitMetaBytes(um.Unit, um.From, keep), p.schemaHeader, fd.GetDataHeader(), fd.GetDataBody())...)
 	})
 	if err != nil {

@@ -172,7 +172,8 @@ func TestKillFromS3Resumes(t *testing.T) {
 			second := parseSummary(t, mustLoader(t, args...).stdout)
 			if sig == syscall.SIGINT {
 				first := parseSummary(t, out.String())
-				if first.Rows <= 0 || first.Rows+second.Rows != 6000 || second.SkippedUnits == 0 {
+				// The second run resumes by row range, within a unit the first one left part-way.
+				if first.Rows <= 0 || first.Rows+second.Rows != 6000 {
 					t.Errorf("runs loaded %d + %d rows (second skipped %d units); want 6000 in all, the second resuming",
 						first.Rows, second.Rows, second.SkippedUnits)
 				}

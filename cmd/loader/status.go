@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 	"github.com/loaderproject/loader/embedded"
 	"github.com/loaderproject/loader/load"
 	"github.com/loaderproject/loader/manifest"
+	remotemanifest "github.com/loaderproject/loader/manifest/remote"
+	"github.com/loaderproject/loader/objstore"
 	"github.com/loaderproject/loader/tableschema"
 )
 
@@ -29,7 +32,7 @@ $XDG_STATE_HOME/loader/manifests. A running load is not disturbed.
 
 // statusFiles is loader status without --shards: what the manifests in dir (or in the warehouse's
 // manifest directory, when wh is not empty) say of each file of the table's loads.
-func (a *app) statusFiles(table, dir, wh string, asJSON bool) error {
+func (a *app) statusFiles(ctx context.Context, table, dir, wh string, asJSON bool) error {
 	name, err := tableschema.ParseTableName(table)
 	if err != nil {
 		return usageError{fmt.Errorf("--table: %w", err)}
@@ -42,7 +45,7 @@ func (a *app) statusFiles(table, dir, wh string, asJSON bool) error {
 	case dir == "":
 		dir = load.DefaultManifestDir()
 	}
-	infos, err := manifestsOf(dir, name.String())
+	infos, err := manifestsOf(ctx, dir, name.String())
 	if err != nil {
 		return err
 	}
@@ -58,7 +61,10 @@ func (a *app) statusFiles(table, dir, wh string, asJSON bool) error {
 
 // manifestsOf reads the manifests in dir about table: those whose header names it, and older ones
 // whose file name does.
-func manifestsOf(dir, table string) ([]manifest.Info, error) {
+func manifestsOf(ctx context.Context, dir, table string) ([]manifest.Info, error) {
+	if objstore.IsURL(dir) {
+		return remoteManifestsOf(ctx, dir, table)
+	}
 	paths, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	if err != nil {
 		return nil, err
@@ -74,11 +80,7 @@ func manifestsOf(dir, table string) ([]manifest.Info, error) {
 		}
 		match := info.Table == table
 		if info.Table == "" {
-			// An older manifest: its name holds the table (see manifest.Path).
-			probe := filepath.Base(manifest.Path("", "x", table))
-			_, tail, _ := strings.Cut(probe, "__")
-			tail, _, _ = strings.Cut(tail, "-")
-			match = strings.Contains(filepath.Base(p), "__"+tail+"-")
+			match = namedFor(filepath.Base(p), table)
 		}
 		if match {
 			out = append(out, info)
@@ -145,4 +147,42 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// namedFor reports whether a manifest file name is about table, for older manifests whose header
+// does not say (see manifest.Path).
+func namedFor(name, table string) bool {
+	probe := filepath.Base(manifest.Path("", "x", table))
+	_, tail, _ := strings.Cut(probe, "__")
+	tail, _, _ = strings.Cut(tail, "-")
+	return strings.Contains(name, "__"+tail+"-")
+}
+
+// remoteManifestsOf is manifestsOf for a manifest directory in object storage.
+func remoteManifestsOf(ctx context.Context, dir, table string) ([]manifest.Info, error) {
+	loc, err := objstore.Parse(dir)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--manifest-dir: %w", err)}
+	}
+	st := objstore.New()
+	defer st.Close()
+	names, err := remotemanifest.List(ctx, st, loc)
+	if err != nil {
+		return nil, err
+	}
+	var out []manifest.Info
+	for _, name := range names {
+		data, err := remotemanifest.Fetch(ctx, st, loc, name)
+		if err != nil {
+			return nil, err
+		}
+		info, err := manifest.InspectData(strings.TrimSuffix(dir, "/")+"/"+name, data)
+		if err != nil {
+			return nil, err
+		}
+		if info.Table == table || info.Table == "" && namedFor(name, table) {
+			out = append(out, info)
+		}
+	}
+	return out, nil
 }

@@ -47,7 +47,7 @@ files of a share that cannot be opened now; the manifest does not record load fa
 				if cmd.Flags().Changed("warehouse") {
 					wh = target.warehouse
 				}
-				return a.statusFiles(target.table, manifestDir, wh, asJSON)
+				return a.statusFiles(cmd.Context(), target.table, manifestDir, wh, asJSON)
 			}
 			if len(sources) == 0 && shard.plan == "" {
 				return usagef("give the load's SOURCEs")
