@@ -22,7 +22,6 @@ import (
 	"github.com/loaderproject/loader/readers"
 	"github.com/loaderproject/loader/schemamatch"
 	"github.com/loaderproject/loader/tableschema"
-	"github.com/loaderproject/loader/zerobus"
 )
 
 // drainGrace is how long an interrupted load keeps receiving acknowledgements for frames already sent,
@@ -200,7 +199,7 @@ func retryTransient(ctx context.Context, cfg *Config, what string, fn func() err
 	}
 	for attempt := 0; ; attempt++ {
 		err := fn()
-		if err == nil || attempt >= retries || !zerobus.Retryable(err) || ctx.Err() != nil {
+		if err == nil || attempt >= retries || !flightclient.Transient(err) || ctx.Err() != nil {
 			return err
 		}
 		d := wait/2 + rand.N(wait/2+1)
