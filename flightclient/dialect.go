@@ -134,7 +134,7 @@ func (flightProtocol) ackless(acksSeen bool) bool { return !acksSeen }
 type flightSQLProtocol struct{ createTable bool }
 
 // ingestCommand is the descriptor of a Flight SQL ingest into table.
-func ingestCommand(table tableschema.TableName, createTable bool) (*flight.FlightDescriptor, error) {
+func ingestCommand(table tableschema.TableName, createTable bool, txn ...[]byte) (*flight.FlightDescriptor, error) {
 	notExist := pb.CommandStatementIngest_TableDefinitionOptions_TABLE_NOT_EXIST_OPTION_FAIL
 	if createTable {
 		notExist = pb.CommandStatementIngest_TableDefinitionOptions_TABLE_NOT_EXIST_OPTION_CREATE
@@ -147,6 +147,9 @@ func ingestCommand(table tableschema.TableName, createTable bool) (*flight.Fligh
 		Table:   table.Table,
 		Schema:  &table.Schema,
 		Catalog: &table.Catalog,
+	}
+	if len(txn) > 0 {
+		cmd.TransactionId = txn[0]
 	}
 	var a anypb.Any
 	if err := a.MarshalFrom(cmd); err != nil {

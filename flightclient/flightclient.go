@@ -184,6 +184,9 @@ type Stats struct {
 	// acknowledging them (a fault, an ack timeout, a rotation whose grace ran out): the target may
 	// hold them twice unless it deduplicates by unit id.
 	ResentRows int64
+	// Transactions counts Flight SQL ingest calls committed as transactions (where the server
+	// advertises ingest transactions).
+	Transactions int64
 }
 
 // outgoing returns ctx with the call's metadata: the bearer token and the dialect's headers (for

@@ -13,6 +13,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/flight"
+	"github.com/apache/arrow-go/v18/arrow/flight/flightsql"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/loaderproject/loader/partitioner"
@@ -64,7 +65,10 @@ type loadRun struct {
 	first  *flight.FlightData // the schema frame (with the descriptor for Flight and Flight SQL)
 	log    *slog.Logger
 
-	nFrames, nBytes, nRows, retries, rotations, calls, resent atomic.Int64
+	nFrames, nBytes, nRows, retries, rotations, calls, resent, txns atomic.Int64
+	// useTxns: each Flight SQL ingest call runs in a transaction (the server advertises ingest
+	// transactions), committed once the call ended OK, rolled back otherwise.
+	useTxns bool
 }
 
 // Load sends every frame received on frames to the table over `streams` parallel DoPuts and returns
@@ -105,6 +109,9 @@ func (c *Client) Load(ctx context.Context, table tableschema.TableName, schema *
 	}
 	lr := &loadRun{c: c, table: table, enc: enc, frames: frames, acked: acked, first: first,
 		log: c.cfg.logger.With("table", table.String(), "dialect", string(c.dialect))}
+	if c.dialect == FlightSQL {
+		lr.useTxns = c.ingestTransactions(ctx, table)
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	for i := range streams {
@@ -116,6 +123,7 @@ func (c *Client) Load(ctx context.Context, table tableschema.TableName, schema *
 	stats.Frames, stats.Bytes, stats.Rows = lr.nFrames.Load(), lr.nBytes.Load(), lr.nRows.Load()
 	stats.Retries, stats.Rotations, stats.Calls = lr.retries.Load(), lr.rotations.Load(), lr.calls.Load()
 	stats.ResentRows = lr.resent.Load()
+	stats.Transactions = lr.txns.Load()
 	if cerr := ctx.Err(); cerr != nil {
 		return stats, cerr
 	}
@@ -164,6 +172,7 @@ type stream struct {
 	rotateBy     time.Time // set when the server asked to rotate
 	putCount     *int64    // Flight SQL DoPutUpdateResult.record_count
 	cur          *call     // the current call, nil between calls
+	rolledBack   bool      // the last call's transaction was rolled back: its rows are not in the table
 }
 
 // call is one DoPut.
@@ -174,8 +183,10 @@ type call struct {
 	ready    chan struct{} // closed on READY (Zerobus)
 	isReady  bool          // receiver only
 	recvDone chan struct{}
-	recvErr  error // set before recvDone is closed; nil means the server ended the call OK
-	bytes    int64 // data bytes sent on the call
+	recvErr  error          // set before recvDone is closed; nil means the server ended the call OK
+	bytes    int64          // data bytes sent on the call
+	txn      *flightsql.Txn // the call's Flight SQL transaction, if it has one
+	done     bool           // txn was committed or rolled back
 }
 
 func (s *stream) signal() {
@@ -280,8 +291,14 @@ func (s *stream) enqueue(f *partitioner.Frame) {
 func (s *stream) prepare() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// The pieces the last call sent and did not acknowledge go again: their fate is unknown.
+	// The pieces the last call sent and did not acknowledge go again: their fate is unknown, unless
+	// the call's transaction was rolled back.
+	safe := s.rolledBack
+	s.rolledBack = false
 	for i, p := range s.queue[:s.sent] {
+		if safe {
+			break
+		}
 		span, rows := p.frame.Span, p.frame.Rows
 		if i == 0 {
 			span.Row += p.prefix
@@ -358,12 +375,22 @@ func (s *stream) open(ctx, callCtx context.Context, cancel context.CancelCauseFu
 	if err != nil {
 		return nil, err
 	}
+	first := s.lr.first
+	var txn *flightsql.Txn
+	if s.lr.useTxns {
+		if txn, first, err = s.beginTxn(callCtx); err != nil {
+			return nil, err
+		}
+	}
 	s.lr.calls.Add(1)
 	ps, err := s.svc.DoPut(octx, callCodec)
 	if err != nil {
+		if txn != nil {
+			s.endTxn(&call{txn: txn})
+		}
 		return nil, classify(fmt.Errorf("open: %w", err))
 	}
-	cl := &call{ps: ps, cancel: cancel, ready: make(chan struct{}), recvDone: make(chan struct{})}
+	cl := &call{ps: ps, cancel: cancel, ready: make(chan struct{}), recvDone: make(chan struct{}), txn: txn}
 	s.lr.c.cfg.events.callOpened(s.id, s.opened)
 	s.opened = true
 	s.mu.Lock()
@@ -372,7 +399,7 @@ func (s *stream) open(ctx, callCtx context.Context, cancel context.CancelCauseFu
 	go s.receive(cl)
 	s.log.Debug("DoPut opened")
 
-	if err := ps.Send(s.lr.first); err != nil {
+	if err := ps.Send(first); err != nil {
 		return cl, s.sendFailed(ctx, callCtx, cl, err)
 	}
 	if !s.lr.c.proto.awaitsReady() {
@@ -395,6 +422,9 @@ func (s *stream) closeCall(cl *call) {
 	cl.cancel(errCallOver)
 	<-cl.recvDone
 	s.lr.c.cfg.events.callClosed(s.id)
+	if cl.txn != nil && !cl.done {
+		s.endTxn(cl)
+	}
 	s.mu.Lock()
 	s.cur = nil
 	if cl.timer != nil {
@@ -599,6 +629,13 @@ func (s *stream) callFinished(cl *call, closing bool, want endReason) (endReason
 			s.mu.Unlock()
 			return 0, &fatal{fmt.Errorf("%w: the target reported %d rows ingested by a call that sent %d",
 				zerobus.ErrProtocol, n, sent)}
+		}
+		if cl.txn != nil {
+			s.mu.Unlock()
+			if err := s.commitTxn(cl); err != nil {
+				return 0, err
+			}
+			s.mu.Lock()
 		}
 		done = s.completeLocked(s.sentRecords)
 	}

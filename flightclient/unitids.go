@@ -6,10 +6,12 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/loaderproject/loader/internal/sinkapi"
 	"github.com/loaderproject/loader/partitioner"
 	"github.com/loaderproject/loader/tableschema"
-	"github.com/loaderproject/loader/zerobus"
 )
 
 // EnableUnitIDs asks the target whether it deduplicates data frames by unit id (the embedded sink's
@@ -28,7 +30,7 @@ func (c *Client) EnableUnitIDs(ctx context.Context, table tableschema.TableName,
 	// A transient failure (a connection reset, a restarting server) is retried as a stream would be.
 	for attempt := 1; ; attempt++ {
 		err = c.action(ctx, table, sinkapi.ActionUnitIDs, "deduplicate by unit id", &res)
-		if err == nil || !zerobus.Retryable(err) || attempt > c.cfg.retries {
+		if err == nil || !Transient(err) || attempt > c.cfg.retries {
 			break
 		}
 		t := time.NewTimer(backoff(attempt, c.cfg.backoffBase, c.cfg.backoffMax))
@@ -44,7 +46,7 @@ func (c *Client) EnableUnitIDs(ctx context.Context, table tableschema.TableName,
 		return false, nil
 	case err != nil && ctx.Err() != nil:
 		return false, ctx.Err()
-	case err != nil && zerobus.Retryable(err):
+	case err != nil && Transient(err):
 		return false, err // the target is unreachable: the load could not go on anyway
 	case err != nil:
 		// Any other refusal (a server that answers unknown actions otherwise than Unimplemented)
@@ -56,6 +58,21 @@ func (c *Client) EnableUnitIDs(ctx context.Context, table tableschema.TableName,
 	}
 	c.unitID = id
 	return true, nil
+}
+
+// Transient reports whether err carries a gRPC status that a retry may cure: Unavailable (a restarting
+// or unreachable server, a reset connection), ResourceExhausted, Aborted or DeadlineExceeded. Errors
+// without a status (a corrupt local file, a bad answer) are not transient.
+func Transient(err error) bool {
+	st, ok := status.FromError(err)
+	if err == nil || !ok || errors.Is(err, context.Canceled) {
+		return false
+	}
+	switch st.Code() {
+	case codes.Unavailable, codes.ResourceExhausted, codes.Aborted, codes.DeadlineExceeded:
+		return true
+	}
+	return false
 }
 
 // appendUnitMeta appends the unit fields of sinkapi.UnitMeta and the closing brace to meta, a JSON

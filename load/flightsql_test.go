@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/loaderproject/loader/sink"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -368,4 +370,35 @@ func TestFlightSQLOverride(t *testing.T) {
 		!strings.Contains(logs.String(), "extra STRING") {
 		t.Errorf("log = %q; want one warning naming both schemas", logs.String())
 	}
+}
+
+// txnCounter counts the sink's log records of committed ingest transactions.
+type txnCounter struct{ n atomic.Int64 }
+
+func (c *txnCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (c *txnCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "sink: Flight SQL ingest transaction committed" {
+		c.n.Add(1)
+	}
+	return nil
+}
+func (c *txnCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *txnCounter) WithGroup(string) slog.Handler      { return c }
+
+// TestFlightSQLIngestInTransactions: the sink advertises ingest transactions, so each bounded
+// ingest call runs in one, committed when the call ends OK; the table holds each row once.
+func TestFlightSQLIngestInTransactions(t *testing.T) {
+	dir, wh := newWarehouse(t, fixture.TableColumns)
+	var txns txnCounter
+	_, endpoint := startSink(t, wh, sink.WithLogger(slog.New(&txns)))
+	cfg := baseConfig(t, memory.DefaultAllocator, faultSource(t, 3000))
+	cfg.Endpoint, cfg.Protocol = endpoint, flightclient.FlightSQL
+	sum := run(t, cfg)
+	if sum.Rows != 3000 || sum.VerifiedRows == nil || *sum.VerifiedRows != 3000 {
+		t.Errorf("summary = %+v; want 3000 rows, verified", sum)
+	}
+	if txns.n.Load() == 0 {
+		t.Error("no ingest transaction was committed")
+	}
+	checkTable(t, dir, fixture.IDs(0, 3000), fixture.Expected)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,7 +66,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 	}()
 	sum.Target = tgt.String()
-	tbl, err := resolveTable(ctx, &cfg, tgt, first, true)
+	var tbl *table
+	err = retryTransient(ctx, &cfg, "describe the table", func() (err error) {
+		tbl, err = resolveTable(ctx, &cfg, tgt, first, true)
+		return err
+	})
 	if err != nil {
 		return fail(err)
 	}
@@ -85,7 +90,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		}
 	}
 
-	before, countErr := tgt.Count(ctx, cfg.Table)
+	var before int64
+	countErr := retryTransient(ctx, &cfg, "count the table", func() (err error) {
+		before, err = tgt.Count(ctx, cfg.Table)
+		return err
+	})
 	notVerified := ""
 	switch {
 	case countErr == nil:
@@ -160,7 +169,11 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if notVerified != "" {
 		sum.NotVerified = notVerified
 	} else {
-		after, err := tgt.Count(ctx, cfg.Table)
+		var after int64
+		err := retryTransient(ctx, &cfg, "count the table", func() (err error) {
+			after, err = tgt.Count(ctx, cfg.Table)
+			return err
+		})
 		if err != nil {
 			return fail(fmt.Errorf("count %s after loading: %w", cfg.Table, err))
 		}
@@ -181,6 +194,38 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return fail(fmt.Errorf("%w: %d of %d files", ErrPartial, len(sum.FailedFiles), len(files)))
 	}
 	return sum, nil
+}
+
+// retryTransient runs fn again after a transient failure (the target restarting, a connection
+// reset), as a stream would: up to cfg.Retries more times, with jittered exponential backoff.
+func retryTransient(ctx context.Context, cfg *Config, what string, fn func() error) error {
+	retries := cfg.Retries
+	switch {
+	case retries == 0:
+		retries = flightclient.DefaultRetries
+	case retries < 0:
+		retries = 0
+	}
+	wait := cfg.RetryBackoff
+	if wait <= 0 {
+		wait = flightclient.DefaultBackoffBase
+	}
+	for attempt := 0; ; attempt++ {
+		err := fn()
+		if err == nil || attempt >= retries || !flightclient.Transient(err) || ctx.Err() != nil {
+			return err
+		}
+		d := wait/2 + rand.N(wait/2+1)
+		cfg.Logger.Warn("transient failure; retrying", "what", what, "err", err, "attempt", attempt+1, "backoff", d)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+		wait = min(2*wait, flightclient.DefaultBackoffMax)
+	}
 }
 
 // unsupportedReason is why a target cannot do something, in its own words where it gave them.

@@ -38,7 +38,10 @@
 // <table>/_sink/rejected as Arrow IPC streams and logged as errors, as Zerobus moves such rows to
 // _zerobus/table_rejected_parquets. Each table's log is locked with flock: a second sink over the same
 // warehouse fails to start (or to open that table) with a clear error instead of sharing the log.
-// Flight SQL ingest does not use the log: the call commits before it returns its row count.
+// Flight SQL ingest does not use the log: the call commits before it returns its row count, or, when
+// the command carries a transaction id (BeginTransaction), stages its rows until EndTransaction
+// commits them in one Delta commit or drops them. A transaction takes one ingest call; transactions
+// still open at Shutdown are rolled back.
 //
 // # Acks
 //
