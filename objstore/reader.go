@@ -60,7 +60,7 @@ func (r *Reader) get(ctx context.Context, p []byte, off int64, suffix bool) erro
 	if err != nil {
 		return r.readErr(ctx, err, off, n)
 	}
-	defer rr.Close()
+	defer func() { _ = rr.Close() }()
 	got, err := io.ReadFull(rr, p)
 	r.s.bytes.Add(int64(got))
 	switch {

@@ -56,7 +56,7 @@ type stream struct {
 func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, off int64) {
 	defer close(st.done)
 	defer close(st.ch)
-	defer rr.Close()
+	defer func() { _ = rr.Close() }()
 	want := r.obj.Size - off
 	var got int64
 	for {
