@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
 )
 
 // TestBenchObjects is `make bench-objects`: it loads the same generated files from local disk and
@@ -105,4 +104,3 @@ func firstFile(t *testing.T, dir string) string {
 	t.Fatalf("no file in %s", dir)
 	return ""
 }
-
