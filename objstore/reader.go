@@ -76,7 +76,7 @@ func (r *Reader) get(ctx context.Context, p []byte, off int64, suffix bool) erro
 func (r *Reader) readErr(ctx context.Context, err error, off, n int64) error {
 	err = r.s.classify(ctx, r.b, r.obj.Loc, "read "+fmtRange(off, n), err)
 	var e *Error
-	if errors.As(err, &e) && e.Kind == ErrPrecondition {
+	if errors.As(err, &e) && errors.Is(e.Kind, ErrPrecondition) {
 		e.Kind = ErrChanged // the If-Match of a read: another version is there now
 	}
 	if errors.As(err, &e) && e.Kind == nil && r.obj.Loc.Scheme == SchemeS3 && e.Code == "InvalidRange" {

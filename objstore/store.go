@@ -263,7 +263,7 @@ func (s *Store) Stat(ctx context.Context, loc Location) (Object, error) {
 func (s *Store) classify(ctx context.Context, b *blob.Bucket, loc Location, op string, err error) error {
 	err = classify(loc, op, err)
 	var e *Error
-	if errors.As(err, &e) && e.Kind == ErrNotFound && e.Code != "NoSuchKey" && ctx.Err() == nil {
+	if errors.As(err, &e) && errors.Is(e.Kind, ErrNotFound) && e.Code != "NoSuchKey" && ctx.Err() == nil {
 		s.requests.Add(1)
 		if ok, xerr := b.IsAccessible(ctx); xerr == nil && !ok {
 			e.Kind, e.Code = ErrNoSuchBucket, "NoSuchBucket"
