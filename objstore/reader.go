@@ -61,6 +61,9 @@ func (r *Reader) get(ctx context.Context, p []byte, off int64, suffix bool) erro
 		return r.readErr(ctx, err, off, n)
 	}
 	defer func() { _ = rr.Close() }()
+	if v := readVersion(rr); v != "" && r.obj.ETag != "" && v != r.obj.ETag {
+		return &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Kind: ErrChanged}
+	}
 	got, err := io.ReadFull(rr, p)
 	r.s.bytes.Add(int64(got))
 	switch {
