@@ -9,7 +9,7 @@ PKGS     := ./...
 DEMO_DIR  ?= testdata/demo
 DEMO_ROWS ?= 1000000
 
-.PHONY: all check build test test-short soak vet lint fmt-check tidy-check bench fuzz demo testdata clean versitygw bench-objects
+.PHONY: all check build test test-short soak vet lint fmt-check tidy-check bench fuzz demo testdata clean versitygw bench-objects test-emulators
 
 all: check build
 
@@ -75,6 +75,14 @@ fuzz:
 	    echo "fuzz $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+## test-emulators: objstore against a GCS emulator (fake-gcs-server, a Go module, built once into bin/)
+## on loopback; Azure (Azurite, an npm package) is not wired yet. Not part of `test`.
+FAKE_GCS_VERSION := v1.52.2
+test-emulators:
+	@mkdir -p bin
+	test -x bin/fake-gcs-server || GOBIN=$(CURDIR)/bin $(GO) install github.com/fsouza/fake-gcs-server@$(FAKE_GCS_VERSION)
+	$(GO) test -race -count=1 -run 'Emulator' -v ./objstore/
 
 ## bench-objects: loads the same generated Parquet, CSV and IPC files from local disk and from versitygw
 ## on loopback into a discard sink; prints bucket ÷ local throughput, requests per file and read

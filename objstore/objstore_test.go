@@ -44,7 +44,7 @@ func newStore(t *testing.T, opts ...objstore.Option) (*s3test.Server, *objstore.
 	srv.Env(t, s3test.AccessKey, s3test.SecretKey)
 	srv.CreateBucket(t, "data")
 	st := objstore.New(opts...)
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { _ = st.Close() })
 	return srv, st
 }
 
@@ -167,7 +167,7 @@ func TestErrorsNameURLAndCause(t *testing.T) {
 	srv.AddUser(t, "otheruser", "othersecretvalue")
 	srv.Env(t, "otheruser", "othersecretvalue")
 	other := objstore.New()
-	defer other.Close()
+	defer func() { _ = other.Close() }()
 	_, err = other.Stat(ctx, mustParse(t, "s3://data/there"))
 	if !errors.Is(err, objstore.ErrAccessDenied) || !strings.Contains(err.Error(), "AccessDenied") || !strings.Contains(err.Error(), "s3://data/there") {
 		t.Errorf("another account's bucket: %v; want ErrAccessDenied naming the URL and AccessDenied", err)

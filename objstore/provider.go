@@ -89,7 +89,6 @@ func ifMatchRead(etag string, suffix int64) func(func(any) bool) error {
 		var oh **storage.ObjectHandle
 		if as(&oh) {
 			if g, ok := parseGen(etag); ok {
-				*oh = (*oh).Generation(g)
 				*oh = (*oh).If(storage.Conditions{GenerationMatch: g})
 			}
 			return nil
@@ -131,4 +130,18 @@ func ifMatchWrite(etag string) func(func(any) bool) error {
 		}
 		return nil
 	}
+}
+
+// readVersion is the version tag of the object a GET answered with, "" when the provider's reader
+// does not say. Reads check it too, for stores that ignore a read's condition (emulators).
+func readVersion(rr *blob.Reader) string {
+	var so s3.GetObjectOutput
+	if rr.As(&so) {
+		return aws.ToString(so.ETag)
+	}
+	var gr *storage.Reader
+	if rr.As(&gr) && gr != nil && gr.Attrs.Generation != 0 {
+		return gcsGen(gr.Attrs.Generation)
+	}
+	return ""
 }

@@ -60,7 +60,10 @@ func (r *Reader) get(ctx context.Context, p []byte, off int64, suffix bool) erro
 	if err != nil {
 		return r.readErr(ctx, err, off, n)
 	}
-	defer rr.Close()
+	defer func() { _ = rr.Close() }()
+	if v := readVersion(rr); v != "" && r.obj.ETag != "" && v != r.obj.ETag {
+		return &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Kind: ErrChanged}
+	}
 	got, err := io.ReadFull(rr, p)
 	r.s.bytes.Add(int64(got))
 	switch {
@@ -76,7 +79,7 @@ func (r *Reader) get(ctx context.Context, p []byte, off int64, suffix bool) erro
 func (r *Reader) readErr(ctx context.Context, err error, off, n int64) error {
 	err = r.s.classify(ctx, r.b, r.obj.Loc, "read "+fmtRange(off, n), err)
 	var e *Error
-	if errors.As(err, &e) && e.Kind == ErrPrecondition {
+	if errors.As(err, &e) && errors.Is(e.Kind, ErrPrecondition) {
 		e.Kind = ErrChanged // the If-Match of a read: another version is there now
 	}
 	if errors.As(err, &e) && e.Kind == nil && r.obj.Loc.Scheme == SchemeS3 && e.Code == "InvalidRange" {

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/azureblob" // registers azblob:// on blob.DefaultURLMux
-	"gocloud.dev/blob/gcsblob"
+	_ "gocloud.dev/blob/gcsblob"   // registers gs:// on blob.DefaultURLMux
 	"gocloud.dev/blob/s3blob"
 
 	gcaws "gocloud.dev/aws"
@@ -155,7 +155,7 @@ func (s *Store) open(ctx context.Context, loc Location) (*blob.Bucket, error) {
 	case SchemeS3:
 		return s.openS3(ctx, loc)
 	case SchemeGCS:
-		return (&gcsblob.URLOpener{}).OpenBucketURL(ctx, bucketURL(loc))
+		return blob.OpenBucket(ctx, bucketURL(loc).String()) // gcsblob's default opener: credentials or STORAGE_EMULATOR_HOST
 	case SchemeAzure:
 		return blob.OpenBucket(ctx, bucketURL(loc).String())
 	}
@@ -263,7 +263,7 @@ func (s *Store) Stat(ctx context.Context, loc Location) (Object, error) {
 func (s *Store) classify(ctx context.Context, b *blob.Bucket, loc Location, op string, err error) error {
 	err = classify(loc, op, err)
 	var e *Error
-	if errors.As(err, &e) && e.Kind == ErrNotFound && e.Code != "NoSuchKey" && ctx.Err() == nil {
+	if errors.As(err, &e) && errors.Is(e.Kind, ErrNotFound) && e.Code != "NoSuchKey" && ctx.Err() == nil {
 		s.requests.Add(1)
 		if ok, xerr := b.IsAccessible(ctx); xerr == nil && !ok {
 			e.Kind, e.Code = ErrNoSuchBucket, "NoSuchBucket"

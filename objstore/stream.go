@@ -31,6 +31,11 @@ func (r *Reader) Stream(ctx context.Context, off int64) (io.ReadCloser, error) {
 		cancel()
 		return nil, r.readErr(ctx, err, off, r.obj.Size-off)
 	}
+	if v := readVersion(rr); v != "" && r.obj.ETag != "" && v != r.obj.ETag {
+		_ = rr.Close()
+		cancel()
+		return nil, &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, r.obj.Size-off), Kind: ErrChanged}
+	}
 	st := &stream{ch: make(chan streamBuf, streamAhead), cancel: cancel, done: make(chan struct{})}
 	go st.fill(ctx, r, rr, off)
 	return st, nil
@@ -56,7 +61,7 @@ type stream struct {
 func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, off int64) {
 	defer close(st.done)
 	defer close(st.ch)
-	defer rr.Close()
+	defer func() { _ = rr.Close() }()
 	want := r.obj.Size - off
 	var got int64
 	for {

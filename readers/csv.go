@@ -265,7 +265,7 @@ func openSequential(src io.Reader, closeSrc func() error) (*csvText, error) {
 	case bytes.HasPrefix(head, magicGzip):
 		zr, err := gzip.NewReader(br)
 		if err != nil {
-			closeSrc()
+			_ = closeSrc()
 			return nil, fmt.Errorf("%w: gzip: %w", ErrCorrupt, err)
 		}
 		r = zr
@@ -278,7 +278,7 @@ func openSequential(src io.Reader, closeSrc func() error) (*csvText, error) {
 	case bytes.HasPrefix(head, magicZstd):
 		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(256<<20))
 		if err != nil {
-			closeSrc()
+			_ = closeSrc()
 			return nil, fmt.Errorf("%w: zstd: %w", ErrCorrupt, err)
 		}
 		r = zr.IOReadCloser()

@@ -24,7 +24,7 @@ func objectStore(t *testing.T) (*s3test.Server, *objstore.Store) {
 	srv.Env(t, s3test.AccessKey, s3test.SecretKey)
 	srv.CreateBucket(t, "data")
 	st := objstore.New()
-	t.Cleanup(func() { st.Close() })
+	t.Cleanup(func() { _ = st.Close() })
 	return srv, st
 }
 

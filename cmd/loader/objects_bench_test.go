@@ -51,7 +51,7 @@ func TestBenchObjects(t *testing.T) {
 		dir := dirs[format]
 		var size int64
 		var files int
-		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 			if err == nil && !d.IsDir() && !strings.HasPrefix(d.Name(), ".") && !strings.HasPrefix(d.Name(), "_") {
 				st, _ := d.Info()
 				size += st.Size()

@@ -45,8 +45,12 @@ func TestLoadFromS3EveryFormat(t *testing.T) {
 	raw, _ := os.ReadFile(csvPath)
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
-	zw.Write(raw)
-	zw.Close()
+	if _, err := zw.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	srv.Put(t, "lake", "csv/rows.csv.gz", gz.Bytes())
 	srv.PutFile(t, "lake", "ipc/a.arrows", write("a.arrows", func(p string) error { return fixture.WriteIPC(p, 0, 1500, 300, true) }))
 	srv.PutFile(t, "lake", "ipc/b.arrow", write("b.arrow", func(p string) error { return fixture.WriteIPC(p, 1500, 1500, 300, false) }))
