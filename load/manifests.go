@@ -38,7 +38,7 @@ func openManifest(ctx context.Context, cfg *Config, target, dir, key string) (*m
 		Manifest:   []manifest.Option{label},
 	})
 	if err != nil {
-		done()
+		_ = done()
 		return nil, nil, err
 	}
 	cfg.Logger.Debug("manifest in object storage", "url", rm.Location())
@@ -57,7 +57,7 @@ func otherShardCountObjects(ctx context.Context, cfg *Config, base, name string)
 	if err != nil {
 		return -1, err
 	}
-	defer done()
+	defer func() { _ = done() }()
 	names, err := remotemanifest.List(ctx, st, loc)
 	if err != nil {
 		return -1, err
@@ -116,7 +116,7 @@ func peekManifest(ctx context.Context, cfg *Config, dir, key string) (*manifest.
 	if err != nil {
 		return nil, nil, where, err
 	}
-	defer done()
+	defer func() { _ = done() }()
 	data, err := remotemanifest.Fetch(ctx, st, loc, name)
 	if errors.Is(err, objstore.ErrNotFound) {
 		return nil, nil, where, fmt.Errorf("%s: %w", where, os.ErrNotExist)
@@ -130,17 +130,17 @@ func peekManifest(ctx context.Context, cfg *Config, dir, key string) (*manifest.
 	}
 	path := filepath.Join(tmp, name)
 	if err := os.WriteFile(path, data, 0o600); err != nil {
-		os.RemoveAll(tmp)
+		_ = os.RemoveAll(tmp)
 		return nil, nil, where, err
 	}
 	m, err := manifest.Open(path)
 	if err != nil {
-		os.RemoveAll(tmp)
+		_ = os.RemoveAll(tmp)
 		return nil, nil, where, err
 	}
 	return m, func() error {
 		err := m.Close()
-		os.RemoveAll(tmp)
+		_ = os.RemoveAll(tmp)
 		return err
 	}, where, nil
 }

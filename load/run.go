@@ -83,7 +83,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err != nil {
 		return fail(err)
 	}
-	defer closeManifest()
+	defer func() { _ = closeManifest() }()
 	if cfg.Force {
 		if err := m.Reset(); err != nil {
 			return fail(err)

@@ -115,7 +115,7 @@ func (p *pipeline) shardStatus(ctx context.Context, sel Selector, base, key stri
 	st := ShardStatus{Shard: k, Manifest: path}
 	switch {
 	case err == nil:
-		defer closeManifest()
+		defer func() { _ = closeManifest() }()
 	case errors.Is(err, manifest.ErrLocked):
 		st.State = ShardRunning
 	case errors.Is(err, os.ErrNotExist):

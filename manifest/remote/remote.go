@@ -88,7 +88,7 @@ func (m *Manifest) Close() error {
 	if rerr := m.r.release(); err == nil {
 		err = rerr
 	}
-	os.RemoveAll(m.dir)
+	_ = os.RemoveAll(m.dir)
 	return err
 }
 
@@ -115,12 +115,12 @@ func Open(ctx context.Context, st *objstore.Store, dir objstore.Location, name s
 	}
 	tmp, err := os.MkdirTemp("", "loader-manifest-")
 	if err != nil {
-		r.release()
+		_ = r.release()
 		return nil, fmt.Errorf("manifest %s: %w", prefix, err)
 	}
 	fail := func(err error) (*Manifest, error) {
-		r.release()
-		os.RemoveAll(tmp)
+		_ = r.release()
+		_ = os.RemoveAll(tmp)
 		return nil, err
 	}
 	data, err := r.fetch(ctx)
