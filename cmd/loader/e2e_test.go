@@ -239,6 +239,7 @@ func TestTableCommands(t *testing.T) {
 		{"serve", "--warehouse", wh, "--stream-rate-limit", "fast"},
 		{"serve", "--warehouse", wh, "--stream-rate-limit", "0"},
 		{"load", "--table", tableName, "--compression", "gzip", "x.parquet"},
+		{"load", "--table", tableName, "--manifest-lock-timeout", "0s", "x.parquet"},
 	} {
 		if r := loader(t, bad...); r.code != 2 {
 			t.Errorf("loader %v: exit %d; want 2 (usage)\n%s", bad, r.code, r.stderr)

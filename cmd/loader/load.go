@@ -150,6 +150,9 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 	if f.limit < 0 {
 		return usagef("--limit must be positive")
 	}
+	if f.manifestLock <= 0 {
+		return usagef("--manifest-lock-timeout must be positive")
+	}
 	compression, err := partitioner.ParseCompression(f.compression)
 	if err != nil {
 		return usagef("--compression: %v", err)

@@ -360,7 +360,7 @@ func (r *replica) takeOver(ctx context.Context, loc objstore.Location, since tim
 			holder = fmt.Sprintf("loader pid %d on %s (since %s)", lb.PID, lb.Host, lb.Since.Format(time.RFC3339))
 		}
 	}
-	r.o.Logger.Info("manifest is locked; waiting to see whether its holder is alive", "url", loc.String(), "holder", holder, "wait", r.o.StaleAfter)
+	r.o.Logger.Warn("manifest is locked; waiting to see whether its holder is alive", "url", loc.String(), "holder", holder, "wait", r.o.StaleAfter)
 	poll := max(r.o.StaleAfter/10, 10*time.Millisecond)
 	deadline := time.Now().Add(r.o.StaleAfter)
 	t := time.NewTicker(poll)
