@@ -210,6 +210,7 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 		}
 		cfg.StreamOptions = append(cfg.StreamOptions, flightclient.WithEvents(ev))
 	}
+	f.metrics.announce(a, mp)
 	stopProgress := func() {}
 	if !f.quiet {
 		stopProgress = a.showProgress(cfg.Progress, f.progressEvery)

@@ -35,10 +35,15 @@ func (f *metricsFlags) start(ctx context.Context, a *app, service string) (*tele
 	if err != nil {
 		return nil, usageError{err}
 	}
-	if p.Addr() != "" {
+	return p, nil
+}
+
+// announce says where /metrics is served, once the caller has registered its instruments, so a
+// scrape after this line finds every series.
+func (f *metricsFlags) announce(a *app, p *telemetry.Provider) {
+	if p != nil && p.Addr() != "" {
 		fmt.Fprintf(a.stderr, "metrics on http://%s/metrics\n", p.Addr())
 	}
-	return p, nil
 }
 
 // stop keeps /metrics up for linger (or until ctx ends), then pushes the last OTLP export and stops.

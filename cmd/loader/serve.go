@@ -121,6 +121,7 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 		}
 		opts = append(opts, sink.WithEvents(ev))
 	}
+	f.metrics.announce(a, mp)
 	if f.discard {
 		fmt.Fprintln(a.stderr, "WARNING: --discard: every row is acknowledged and thrown away; NOTHING IS STORED. Use it only to benchmark clients.")
 	}
