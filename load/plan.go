@@ -52,6 +52,25 @@ type PlanSchema struct {
 	Problems []schemamatch.Problem `json:"problems,omitempty"`
 }
 
+// dryRunSetup is what the dry runs (Plan, StatusShards) do before their own work: discover the
+// files, open the target and learn the table (not creating it). The caller closes the target.
+func dryRunSetup(ctx context.Context, cfg *Config) ([]readers.File, Target, *table, error) {
+	files, err := discover(ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tgt, err := openTarget(cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tbl, err := resolveTable(ctx, cfg, tgt, files[0], false)
+	if err != nil {
+		_ = tgt.Close(context.WithoutCancel(ctx))
+		return nil, nil, nil, err
+	}
+	return files, tgt, tbl, nil
+}
+
 // Plan is a dry run of Run: it discovers and opens the files, learns the table's schema and plans
 // every distinct source schema, and sends nothing (the embedded sink is not started; a table
 // CreateTable would create is planned against the columns it would get). It returns ErrWouldFail
@@ -60,19 +79,11 @@ func Plan(ctx context.Context, cfg Config) (*PlanReport, error) {
 	if err := cfg.applyDefaults(true); err != nil {
 		return nil, err
 	}
-	files, err := discover(ctx, &cfg)
-	if err != nil {
-		return nil, err
-	}
-	tgt, err := openTarget(&cfg)
+	files, tgt, tbl, err := dryRunSetup(ctx, &cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer tgt.Close(context.WithoutCancel(ctx))
-	tbl, err := resolveTable(ctx, &cfg, tgt, files[0], false)
-	if err != nil {
-		return nil, err
-	}
 	rep := &PlanReport{Table: cfg.Table.String(), Columns: tbl.schema.SQL(), TableFrom: tbl.from}
 	p := &pipeline{cfg: &cfg, table: tbl, plans: map[string]*planResult{}}
 	bySchema := map[string]int{}

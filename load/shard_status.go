@@ -66,19 +66,11 @@ func StatusShards(ctx context.Context, cfg Config, count int, selectorFor func(k
 	if count < 1 {
 		return nil, &ShardError{Reason: fmt.Sprintf("%d shards: want at least 1", count)}
 	}
-	all, err := discover(ctx, &cfg)
-	if err != nil {
-		return nil, err
-	}
-	tgt, err := openTarget(&cfg)
+	all, tgt, tbl, err := dryRunSetup(ctx, &cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer tgt.Close(context.WithoutCancel(ctx))
-	tbl, err := resolveTable(ctx, &cfg, tgt, all[0], false)
-	if err != nil {
-		return nil, err
-	}
 	base := manifestDir(&cfg, tgt)
 	p := &pipeline{cfg: &cfg, table: tbl, plans: map[string]*planResult{}}
 	rep := &ShardsReport{Table: cfg.Table.String(), Count: count}

@@ -254,15 +254,20 @@ func (s *parquetSource) prefetch(ctx context.Context, unit int) (io.ReaderAt, fu
 		ranges = append(ranges, objstore.Range{Off: off, Len: n})
 		total += n
 	}
-	total = min(total, s.f.Size)
+	return fetchCounted(ctx, s.obj, s.cfg.prefetch, ranges, min(total, s.f.Size))
+}
+
+// fetchCounted fetches ranges of obj with merged parallel ranged GETs, after taking size bytes from
+// budget b (nil: none); release gives them back once the caller has decoded what it fetched.
+func fetchCounted(ctx context.Context, obj *objstore.Reader, b PrefetchBudget, ranges []objstore.Range, size int64) (io.ReaderAt, func(), error) {
 	release := func() {}
-	if b := s.cfg.prefetch; b != nil {
-		if err := b.Acquire(ctx, total); err != nil {
+	if b != nil {
+		if err := b.Acquire(ctx, size); err != nil {
 			return nil, nil, err
 		}
-		release = func() { b.Release(total) }
+		release = func() { b.Release(size) }
 	}
-	pf, err := s.obj.Prefetch(ctx, ranges, prefetchGap)
+	pf, err := obj.Prefetch(ctx, ranges, prefetchGap)
 	if err != nil {
 		release()
 		return nil, nil, err
@@ -291,20 +296,7 @@ func (s *ipcFileSource) prefetch(ctx context.Context, first, end int) (io.Reader
 	for _, r := range ranges {
 		total += r.Len
 	}
-	total = min(total, s.f.Size)
-	release := func() {}
-	if b := s.cfg.prefetch; b != nil {
-		if err := b.Acquire(ctx, total); err != nil {
-			return nil, nil, err
-		}
-		release = func() { b.Release(total) }
-	}
-	pf, err := s.obj.Prefetch(ctx, ranges, prefetchGap)
-	if err != nil {
-		release()
-		return nil, nil, err
-	}
-	return pf, release, nil
+	return fetchCounted(ctx, s.obj, s.cfg.prefetch, ranges, min(total, s.f.Size))
 }
 
 // openStream opens f for a sequential read from its start: the bytes to check at random (local:
