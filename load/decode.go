@@ -3,7 +3,6 @@ package load
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -68,11 +67,12 @@ func Decode(ctx context.Context, cfg Config, each func(arrow.RecordBatch) error)
 		return DecodeStats{}, err
 	}
 	cfg.OnError = OnErrorFail
-	files, err := discover(ctx, &cfg)
+	found, err := findFiles(ctx, &cfg)
 	if err != nil {
 		return DecodeStats{}, err
 	}
-	tbl, err := decodeTable(ctx, &cfg, files[0])
+	defer found.Close()
+	tbl, err := decodeTable(ctx, &cfg, found.first)
 	if err != nil {
 		return DecodeStats{}, err
 	}
@@ -80,15 +80,11 @@ func Decode(ctx context.Context, cfg Config, each func(arrow.RecordBatch) error)
 		each = func(arrow.RecordBatch) error { return nil }
 	}
 	p := &pipeline{
-		cfg: &cfg, table: tbl, m: noLog{}, files: files, schema: tbl.schema.Arrow(),
-		ids:      make([]manifest.FileID, len(files)),
-		keys:     make([]string, len(files)),
-		plans:    map[string]*planResult{},
-		fileRows: make([]atomic.Int64, len(files)),
-		decoded:  each,
+		cfg: &cfg, table: tbl, m: noLog{}, found: found, schema: tbl.schema.Arrow(),
+		plans:   map[string]*planResult{},
+		decoded: each,
 	}
 	p.remaining.Store(cfg.Limit)
-	cfg.Progress.FilesTotal.Store(int64(len(files)))
 	start := time.Now()
 	cfg.Progress.started.Store(start.UnixNano())
 	err = p.produce(ctx)

@@ -299,7 +299,8 @@ func (f FileFailure) Err() error { return f.err }
 
 // Progress holds live counters of a running load. All fields are safe to read at any time.
 type Progress struct {
-	FilesTotal   atomic.Int64
+	FilesTotal   atomic.Int64 // files found so far: it grows while Listed is false
+	Listed       atomic.Bool  // discovery has ended: FilesTotal and SourceBytes are final
 	FilesDone    atomic.Int64
 	SourceBytes  atomic.Int64 // on-disk bytes of every unit to load
 	SourceDone   atomic.Int64 // on-disk bytes of units fully read

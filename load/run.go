@@ -37,17 +37,16 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	objStart := objectStats(&cfg)
-	files, err := discover(ctx, &cfg)
+	found, err := findFiles(ctx, &cfg)
 	if err != nil {
 		return nil, err
 	}
-	first := files[0] // the table may be made like it, whichever shard this is
-	if files, err = selectShard(&cfg, files); err != nil {
-		return nil, err
-	}
-	sum := &Summary{Files: len(files), Streams: cfg.Streams, Table: cfg.Table.String(), Shard: cfg.Shard}
+	defer found.Close()
+	first := found.first // the table may be made like it, whichever shard this is
+	sum := &Summary{Streams: cfg.Streams, Table: cfg.Table.String(), Shard: cfg.Shard}
 	defer objectSummary(sum, &cfg, objStart)
 	fail := func(err error) (*Summary, error) {
+		sum.Files = int(found.count.Load())
 		sum.Error = err.Error()
 		if sum.VerifiedRows == nil && sum.NotVerified == "" {
 			sum.NotVerified = "the load failed"
@@ -134,7 +133,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return fail(err)
 	}
 
-	p, err = newPipeline(&cfg, tbl, client, m, files)
+	p, err = newPipeline(&cfg, tbl, client, m, found)
 	if err != nil {
 		return fail(err)
 	}
@@ -190,8 +189,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 				ErrVerify, cfg.Table, grew, sum.Rows, p.atRisk.Load()))
 		}
 	}
+	sum.Files = int(found.count.Load())
 	if len(sum.FailedFiles) > 0 {
-		return fail(fmt.Errorf("%w: %d of %d files", ErrPartial, len(sum.FailedFiles), len(files)))
+		return fail(fmt.Errorf("%w: %d of %d files", ErrPartial, len(sum.FailedFiles), sum.Files))
 	}
 	return sum, nil
 }
@@ -239,9 +239,12 @@ func unsupportedReason(err error) string {
 
 // discover finds the sources' files with the configured filters.
 func discover(ctx context.Context, cfg *Config) ([]readers.File, error) {
-	return readers.Discover(ctx, cfg.Sources, readers.WithInclude(cfg.Include...),
-		readers.WithExclude(cfg.Exclude...), readers.WithDiscoverLogger(cfg.Logger),
-		readers.WithObjectStore(cfg.Objects))
+	return readers.Discover(ctx, cfg.Sources, discoverOptions(cfg)...)
+}
+
+func discoverOptions(cfg *Config) []readers.DiscoverOption {
+	return []readers.DiscoverOption{readers.WithInclude(cfg.Include...), readers.WithExclude(cfg.Exclude...),
+		readers.WithDiscoverLogger(cfg.Logger), readers.WithObjectStore(cfg.Objects)}
 }
 
 // schemaOf reads a file's Arrow schema, for creating a table like it and for targets that cannot
@@ -261,10 +264,9 @@ type pipeline struct {
 	table  *table
 	client *flightclient.Client // the target's streams
 	m      unitLog
-	files  []readers.File
-	ids    []manifest.FileID // filled as files are opened; read by acked after a channel handoff
-	keys   []string          // the files' unit id prefixes, filled with ids
-	epoch  int64             // the manifest's, part of every unit id
+	found  *foundFiles // the files to load, as discovery finds them
+	files  fileTable   // the files taken from found, by the index in their frames' spans
+	epoch  int64       // the manifest's, part of every unit id
 	dedupe bool              // the target stores each unit range once: nothing is possibly duplicated
 	ackSig chan struct{}     // capacity 1: acknowledgements wait to be synced
 
@@ -280,8 +282,7 @@ type pipeline struct {
 
 	remaining atomic.Int64 // rows left under --limit; unused without it
 
-	inflight   atomic.Int64   // frame bytes handed to the wire and not yet acknowledged
-	fileRows   []atomic.Int64 // rows acknowledged per file
+	inflight   atomic.Int64 // frame bytes handed to the wire and not yet acknowledged
 	quarantine *quarantine
 
 	failMu sync.Mutex
@@ -299,7 +300,7 @@ type planResult struct {
 	err  error
 }
 
-func newPipeline(cfg *Config, tbl *table, client *flightclient.Client, m unitLog, files []readers.File) (*pipeline, error) {
+func newPipeline(cfg *Config, tbl *table, client *flightclient.Client, m unitLog, found *foundFiles) (*pipeline, error) {
 	schema := tbl.schema.Arrow()
 	enc, err := partitioner.NewEncoder(schema, cfg.MaxFrameBytes, partitioner.WithAllocator(cfg.Allocator),
 		partitioner.WithCompression(cfg.Compression))
@@ -307,20 +308,16 @@ func newPipeline(cfg *Config, tbl *table, client *flightclient.Client, m unitLog
 		return nil, err
 	}
 	p := &pipeline{
-		cfg: cfg, table: tbl, client: client, m: m, files: files, schema: schema,
-		ids:    make([]manifest.FileID, len(files)),
-		keys:   make([]string, len(files)),
+		cfg: cfg, table: tbl, client: client, m: m, found: found, schema: schema,
 		ackSig: make(chan struct{}, 1),
 		enc:    enc,
 		budget: partitioner.NewBudget(cfg.MaxInflightBytes),
 		frames: make(chan *partitioner.Frame, cfg.Streams),
 		plans:  map[string]*planResult{},
 
-		fileRows:   make([]atomic.Int64, len(files)),
 		quarantine: newQuarantine(cfg.QuarantineDir, cfg.Table.String(), time.Now()),
 	}
 	p.remaining.Store(cfg.Limit)
-	cfg.Progress.FilesTotal.Store(int64(len(files)))
 	return p, nil
 }
 
@@ -391,7 +388,7 @@ func (p *pipeline) syncManifest(ctx context.Context, done chan<- struct{}) {
 // unitID is the stable id of a frame's unit the target deduplicates by: the file version (path,
 // size, modification time, schema, unit layout), the unit index and the manifest's epoch.
 func (p *pipeline) unitID(span partitioner.Span) string {
-	return p.keys[span.File] + "." + strconv.Itoa(span.Unit)
+	return p.files.get(span.File).key + "." + strconv.Itoa(span.Unit)
 }
 
 // resent counts rows sent again after a call that carried them ended without acknowledging them.
@@ -401,7 +398,7 @@ func (p *pipeline) resent(span partitioner.Span, rows int64) {
 		return
 	}
 	p.possiblyDup.Add(rows)
-	if err := p.m.Duplicate(p.ids[span.File], span.Unit, manifest.Range{From: span.Row, To: span.Row + rows}); err != nil {
+	if err := p.m.Duplicate(p.files.get(span.File).id, span.Unit, manifest.Range{From: span.Row, To: span.Row + rows}); err != nil {
 		p.cfg.Logger.Warn("manifest", "err", err)
 	}
 	// Durable before the rows go again, so a crash right after cannot hide them.
@@ -428,7 +425,9 @@ func layout(units []readers.Unit) string {
 
 // acked records a durable frame. It runs on the client's goroutines.
 func (p *pipeline) acked(f *partitioner.Frame) {
-	if err := p.m.Ack(p.ids[f.Span.File], f.Span.Unit, manifest.Range{From: f.Span.Row, To: f.Span.Row + f.Rows}); err != nil {
+	st := p.files.get(f.Span.File)
+	defer p.files.unref(f.Span.File, st)
+	if err := p.m.Ack(st.id, f.Span.Unit, manifest.Range{From: f.Span.Row, To: f.Span.Row + f.Rows}); err != nil {
 		p.cfg.Logger.Warn("manifest", "err", err) // the rows are loaded; a re-run may send them again
 	}
 	p.inflight.Add(-int64(f.Size()))
@@ -438,7 +437,7 @@ func (p *pipeline) acked(f *partitioner.Frame) {
 	case p.ackSig <- struct{}{}:
 	default:
 	}
-	p.fileRows[f.Span.File].Add(f.Rows)
+	st.rows.Add(f.Rows)
 	p.cfg.Progress.Rows.Add(f.Rows)
 	p.cfg.Progress.Bytes.Add(int64(f.Size()))
 }
@@ -465,19 +464,25 @@ func (p *pipeline) summarize(s *Summary, stats flightclient.Stats, complete bool
 // errLimit stops a unit once --limit rows are taken; it is not a failure.
 var errLimit = errors.New("row limit reached")
 
-// produce opens files in order and decodes their units on a bounded pool of workers.
+// produce opens files in the order discovery finds them and decodes their units on a bounded pool of
+// workers. Discovery failing part way stops the load like a file failing under --on-error fail.
 func (p *pipeline) produce(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(p.cfg.Decoders)
 	var schedErr error
-	for i := range p.files {
+	for {
 		if p.cfg.Limit > 0 && p.remaining.Load() <= 0 {
 			break
 		}
-		if gctx.Err() != nil {
+		f, ok, err := p.found.next(gctx)
+		if err != nil {
+			schedErr = fmt.Errorf("finding the files: %w", err)
 			break
 		}
-		if err := p.scheduleFile(gctx, g, i); err != nil {
+		if !ok || gctx.Err() != nil {
+			break
+		}
+		if err := p.scheduleFile(gctx, g, f); err != nil {
 			schedErr = err
 			break
 		}
@@ -493,6 +498,7 @@ func (p *pipeline) produce(ctx context.Context) error {
 // ends (or is never started because the load is stopping).
 type fileRun struct {
 	idx     int
+	st      *fileState
 	src     readers.Source
 	plan    *schemamatch.Plan
 	pending atomic.Int64       // units not yet finished
@@ -507,30 +513,32 @@ func (p *pipeline) unitDone(fr *fileRun, n int64) {
 	}
 }
 
-func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) error {
-	f := p.files[i]
+func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, f readers.File) error {
+	i, st := p.files.add(f)
 	src, err := p.open(ctx, f)
 	if err != nil {
-		return p.fileFailed(i, err)
+		defer p.files.unref(i, st)
+		return p.fileFailed(st, err)
 	}
 	schema := src.Schema()
 	fp := fingerprint(schema)
-	p.ids[i] = fileID(f, fp)
-	p.ids[i].Layout = layout(src.Units())
-	p.keys[i] = fileKey(p.ids[i], p.epoch)
+	st.id = fileID(f, fp)
+	st.id.Layout = layout(src.Units())
+	st.key = fileKey(st.id, p.epoch)
 	plan, err := p.plan(fp, schema, f.Path)
 	if err != nil {
 		src.Close()
-		return p.fileFailed(i, err)
+		defer p.files.unref(i, st)
+		return p.fileFailed(st, err)
 	}
 	fctx, cancel := context.WithCancel(ctx)
-	fr := &fileRun{idx: i, src: src, plan: plan, cancel: cancel}
+	fr := &fileRun{idx: i, st: st, src: src, plan: plan, cancel: cancel}
 	var todo []readers.Unit
 	for _, u := range src.Units() {
 		if !unitSelected(p.cfg, f, u.Index) {
 			continue // another shard's
 		}
-		if p.m.UnitDone(p.ids[i], u.Index) {
+		if p.m.UnitDone(st.id, u.Index) {
 			p.cfg.Progress.SkippedUnits.Add(1)
 			continue
 		}
@@ -561,7 +569,7 @@ func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) e
 			}
 			if fr.failed.CompareAndSwap(false, true) {
 				fr.cancel()
-				return p.fileFailed(i, err)
+				return p.fileFailed(st, err)
 			}
 			return nil
 		})
@@ -572,22 +580,23 @@ func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, i int) e
 func (p *pipeline) finishFile(fr *fileRun) {
 	fr.cancel()
 	if err := fr.src.Close(); err != nil {
-		p.cfg.Logger.Warn("close", "file", p.files[fr.idx].Path, "err", err)
+		p.cfg.Logger.Warn("close", "file", fr.st.file.Path, "err", err)
 	}
 	p.cfg.Progress.FilesDone.Add(1)
+	p.files.unref(fr.idx, fr.st)
 }
 
-// fileFailed applies the error policy to file i: with skip-file or quarantine it records the
+// fileFailed applies the error policy to the file: with skip-file or quarantine it records the
 // failure and returns nil, so the rest of the files go on.
-func (p *pipeline) fileFailed(i int, err error) error {
-	path := p.files[i].Path
+func (p *pipeline) fileFailed(st *fileState, err error) error {
+	path := st.file.Path
 	if !namesFile(err, path) {
 		err = &readers.FileError{Path: path, Unit: -1, Err: err}
 	}
 	if from := p.table.createdFrom; from != "" && from != path && errors.Is(err, schemamatch.ErrMismatch) {
 		err = fmt.Errorf("%w\n  (the table was created in this run from the columns of %s)", err, from)
 	}
-	if id := p.ids[i]; id.Path != "" {
+	if id := st.id; id.Path != "" {
 		if merr := p.m.Failed(id, err.Error()); merr != nil {
 			p.cfg.Logger.Warn("manifest", "err", merr)
 		}
@@ -598,7 +607,7 @@ func (p *pipeline) fileFailed(i int, err error) error {
 	}
 	p.cfg.Logger.Warn("skipping file", "file", path, "err", err)
 	p.failMu.Lock()
-	p.failed = append(p.failed, failure{file: i, err: err})
+	p.failed = append(p.failed, failure{file: st, err: err})
 	p.failMu.Unlock()
 	return nil
 }
@@ -615,7 +624,7 @@ func namesFile(err error, path string) bool {
 
 // failure is a file skipped by the error policy.
 type failure struct {
-	file int
+	file *fileState
 	err  error
 }
 
@@ -627,7 +636,7 @@ func (p *pipeline) failures() ([]FileFailure, error) {
 	var out []FileFailure
 	var errs []error
 	for _, f := range p.failed {
-		ff := FileFailure{Path: p.files[f.file].Path, Error: f.err.Error(), RowsLoaded: p.fileRows[f.file].Load(), err: f.err}
+		ff := FileFailure{Path: f.file.file.Path, Error: f.err.Error(), RowsLoaded: f.file.rows.Load(), err: f.err}
 		out = append(out, ff)
 		if p.cfg.OnError == OnErrorQuarantine {
 			errs = append(errs, p.quarantine.file(ff))
@@ -773,7 +782,7 @@ func (p *pipeline) readUnit(fctx context.Context, fr *fileRun, u readers.Unit) e
 	watchdog := time.AfterFunc(p.cfg.StallTimeout, func() { cancel(ErrStalled) })
 	defer watchdog.Stop()
 
-	id := p.ids[fr.idx]
+	id := fr.st.id
 	done := p.m.Acked(id, u.Index)
 	// Ranges an earlier run sent and saw no acknowledgement of: the target may hold them already.
 	unknown := p.m.Pending(id, u.Index)
@@ -807,7 +816,7 @@ func (p *pipeline) readUnit(fctx context.Context, fr *fileRun, u readers.Unit) e
 		return fmt.Errorf("unit %d: %w: no progress for %s", u.Index, ErrStalled, p.cfg.StallTimeout)
 	}
 	if err != nil {
-		if namesFile(err, p.files[fr.idx].Path) {
+		if namesFile(err, fr.st.file.Path) {
 			return err // readers named the file and the unit
 		}
 		return fmt.Errorf("unit %d: %w", u.Index, err)
@@ -864,17 +873,19 @@ func (p *pipeline) send(ctx context.Context, fr *fileRun, unit int, rec arrow.Re
 			return err
 		}
 		// The frame's intent is durable before it can reach the wire (the channel holds a few).
-		if err := p.intend(p.ids[fr.idx], unit, manifest.Range{From: f.Span.Row, To: f.Span.Row + f.Rows}, unknown); err != nil {
+		if err := p.intend(fr.st.id, unit, manifest.Range{From: f.Span.Row, To: f.Span.Row + f.Rows}, unknown); err != nil {
 			p.budget.Release(size)
 			return err
 		}
 		// Counted apart from the budget, so InFlightPeak checks the budget rather than echoing it.
 		p.notePeak(p.inflight.Add(size))
 		p.cfg.Progress.InFlight.Add(size)
+		fr.st.refs.Add(1) // until acked
 		select {
 		case p.frames <- f:
 			return nil
 		case <-ctx.Done():
+			p.files.unref(fr.idx, fr.st)
 			p.inflight.Add(-size)
 			p.cfg.Progress.InFlight.Add(-size)
 			p.budget.Release(size)

@@ -257,6 +257,14 @@ type Selector interface {
 	Unit(f readers.File, unit int) bool
 }
 
+// FileSelector is a Selector that decides about each file on its own, so a listing can stream into
+// the load instead of being collected first (an object-store prefix of a million objects). Takes
+// must agree with Files.
+type FileSelector interface {
+	Selector
+	Takes(f readers.File) bool
+}
+
 // FileKey is a file's identity for shard assignment: its path relative to its source root (the
 // path itself where discovery did not give one).
 func FileKey(f readers.File) string {
@@ -284,11 +292,16 @@ type HashSelector struct {
 func (h HashSelector) Files(all []readers.File) ([]readers.File, error) {
 	var out []readers.File
 	for _, f := range all {
-		if HashShard(FileKey(f), h.Count) == h.Index {
+		if h.Takes(f) {
 			out = append(out, f)
 		}
 	}
 	return out, nil
+}
+
+// Takes reports whether f is shard Index's.
+func (h HashSelector) Takes(f readers.File) bool {
+	return HashShard(FileKey(f), h.Count) == h.Index
 }
 
 // Unit takes every unit of a chosen file.

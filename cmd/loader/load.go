@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -348,11 +349,13 @@ func progressLine(p *load.Progress, now time.Time) string {
 	if el > 0 {
 		rate = float64(bytes) / el
 	}
-	eta := "?"
-	if total, done := p.SourceBytes.Load(), p.SourceDone.Load(); total > 0 && done > 0 && el > 0 {
+	eta, files := "?", strconv.FormatInt(p.FilesTotal.Load(), 10)
+	if !p.Listed.Load() {
+		files += "+" // still listing: the total and the ETA are not known yet
+	} else if total, done := p.SourceBytes.Load(), p.SourceDone.Load(); total > 0 && done > 0 && el > 0 {
 		left := time.Duration(el * float64(total-done) / float64(done) * float64(time.Second))
 		eta = left.Round(time.Second).String()
 	}
-	return fmt.Sprintf("rows %s  %.1f MB  %.1f MB/s  files %d/%d  ETA %s",
-		humanize.Comma(rows), float64(bytes)/1e6, rate/1e6, p.FilesDone.Load(), p.FilesTotal.Load(), eta)
+	return fmt.Sprintf("rows %s  %.1f MB  %.1f MB/s  files %d/%s  ETA %s",
+		humanize.Comma(rows), float64(bytes)/1e6, rate/1e6, p.FilesDone.Load(), files, eta)
 }

@@ -1,0 +1,52 @@
+package load_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/loaderproject/loader/internal/fixture"
+	"github.com/loaderproject/loader/internal/s3test"
+	"github.com/loaderproject/loader/load"
+	"github.com/loaderproject/loader/objstore"
+	"github.com/loaderproject/loader/readers"
+)
+
+// A listing that fails after the load has started (here a second source that matches nothing) fails
+// the load with the listing's error; what was acknowledged stays acknowledged, and a re-run of the
+// good source loads the rest exactly once.
+func TestListingFailingPartWayResumesExactlyOnce(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	srv := s3test.Start(t)
+	srv.Env(t, s3test.AccessKey, s3test.SecretKey)
+	srv.CreateBucket(t, "data")
+	local := t.TempDir()
+	const files, rows = 6, 500
+	for i := range files {
+		if err := fixture.WriteParquet(filepath.Join(local, fmt.Sprintf("p%d.parquet", i)), int64(i*rows), rows, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.PutDir(t, "data", "a/", local)
+	st := objstore.New()
+	t.Cleanup(func() { _ = st.Close() })
+
+	dir, _ := newWarehouse(t, fixture.TableColumns)
+	cfg := baseConfig(t, mem, "s3://data/a/", "s3://data/none/")
+	cfg.Target, cfg.Objects = embeddedAt(dir), st
+	first, err := load.Run(context.Background(), cfg)
+	if !errors.Is(err, readers.ErrNoFiles) || first == nil {
+		t.Fatalf("Run with a source matching nothing: %v; want ErrNoFiles with a summary", err)
+	}
+	cfg.Sources = cfg.Sources[:1]
+	second := run(t, cfg)
+	if first.Rows+second.Rows != files*rows {
+		t.Errorf("runs acknowledged %d + %d rows; want %d in all", first.Rows, second.Rows, files*rows)
+	}
+	checkTable(t, dir, fixture.IDs(0, files*rows), fixture.Expected)
+}
