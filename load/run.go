@@ -264,11 +264,11 @@ type pipeline struct {
 	table  *table
 	client *flightclient.Client // the target's streams
 	m      unitLog
-	found  *foundFiles // the files to load, as discovery finds them
-	files  fileTable   // the files taken from found, by the index in their frames' spans
-	epoch  int64       // the manifest's, part of every unit id
-	dedupe bool              // the target stores each unit range once: nothing is possibly duplicated
-	ackSig chan struct{}     // capacity 1: acknowledgements wait to be synced
+	found  *foundFiles   // the files to load, as discovery finds them
+	files  fileTable     // the files taken from found, by the index in their frames' spans
+	epoch  int64         // the manifest's, part of every unit id
+	dedupe bool          // the target stores each unit range once: nothing is possibly duplicated
+	ackSig chan struct{} // capacity 1: acknowledgements wait to be synced
 
 	atRisk      atomic.Int64  // rows sent again while their fate was unknown
 	possiblyDup atomic.Int64  // atRisk where the target does not deduplicate
