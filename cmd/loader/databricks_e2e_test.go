@@ -17,6 +17,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/dustin/go-humanize"
 
 	"github.com/loaderproject/loader/databricks"
 	"github.com/loaderproject/loader/internal/proxytest"
@@ -411,5 +412,36 @@ func TestTableDDLRoundTrip(t *testing.T) {
 	}
 	if strings.Count(body(fromFile), "\n") != len(schema.Fields()) {
 		t.Errorf("%d columns; want %d:\n%s", strings.Count(body(fromFile), "\n"), len(schema.Fields()), fromFile)
+	}
+}
+
+// TestBenchAgainstDatabricks runs loader bench's sweep against the Zerobus stand-in with OAuth and
+// TLS, as a user measures how far Zerobus scales with streams: every run mints its tokens, and the
+// table holds what the benchmark said it would write.
+func TestBenchAgainstDatabricks(t *testing.T) {
+	w := startWorkspace(t)
+	out := t.TempDir()
+	r := runEnv(t, w.env(t, w.creds(spSecret)...), "bench", "--table", tableName, "--ca-cert", w.certs.CA,
+		"--streams", "1,2", "--repeat", "1", "--quiet", "--out", out, w.data)
+	if r.code != 0 {
+		t.Fatalf("bench: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	want := 2 * w.rows // two stream counts, one run each
+	if !strings.Contains(r.stdout, "this WRITES "+humanize.Comma(want)+" rows into "+tableName) {
+		t.Errorf("bench did not say it writes %d rows into %s:\n%s", want, tableName, r.stdout)
+	}
+	if n := w.sqlCount(t); n != want {
+		t.Errorf("the SQL API counts %d rows after the sweep; want %d", n, want)
+	}
+	var sum map[string]any
+	b, err := os.ReadFile(filepath.Join(out, "summary.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &sum)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := sum["e2e_mb_s"].(float64); !ok || v <= 0 {
+		t.Errorf("summary.json e2e_mb_s = %v; want a positive rate", sum["e2e_mb_s"])
 	}
 }
