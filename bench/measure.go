@@ -14,8 +14,8 @@ type Sample struct {
 	// SinkCPUSeconds is the user+system CPU time of the local sink processes during the run (Linux);
 	// -1 when unknown or when the run sends to no local sink.
 	SinkCPUSeconds float64
-	Rows       int64   // rows the run read or sent
-	Bytes      int64   // bytes the run sent (frame bytes acknowledged), 0 when it does not say
+	Rows           int64 // rows the run read or sent
+	Bytes          int64 // bytes the run sent (frame bytes acknowledged), 0 when it does not say
 	// Copies is how many times the run went through the dataset (throttled runs, see
 	// Throttle.Run); 0 means once.
 	Copies int

@@ -54,8 +54,8 @@ type stats struct {
 	cpuPerGB  float64 // median; NaN when unknown
 	// sinkCPUPerGB is the local sink's CPU s/GB, median; NaN when unknown
 	sinkCPUPerGB float64
-	peakRSS   int64   // the largest of the runs; -1 when unknown
-	seconds   spread
+	peakRSS      int64 // the largest of the runs; -1 when unknown
+	seconds      spread
 }
 
 // stats computes a result's figures. Every MB/s is datasetBytes / 1e6 / wall seconds, whatever the
