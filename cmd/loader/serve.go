@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/loaderproject/loader/internal/gctune"
 	"github.com/loaderproject/loader/sink"
 	"github.com/loaderproject/loader/warehouse"
 )
@@ -131,6 +133,8 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	f.metrics.announce(a, mp)
 	if f.discard {
 		fmt.Fprintln(a.stderr, "WARNING: --discard: every row is acknowledged and thrown away; NOTHING IS STORED. Use it only to benchmark clients.")
+		restoreGC, _ := gctune.ForDiscardSink(os.LookupEnv)
+		defer restoreGC()
 	}
 	lis, err := net.Listen("tcp", f.listen)
 	if err != nil {

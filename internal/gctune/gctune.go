@@ -111,3 +111,27 @@ func forLoad(budget int64, decoders int, lookup func(string) (string, bool), fil
 		debug.SetMemoryLimit(oldLimit)
 	}, limit
 }
+
+// discardSinkLimit is the memory limit of a discard sink's heap: what it holds is the frames being
+// checked (a few MiB per stream), so the limit only stops a pathological load from growing it.
+const discardSinkLimit = 512 << 20
+
+// ForDiscardSink sets the collector for `loader serve --discard`, unless lookup finds GOMEMLIMIT
+// or GOGC: GOGC=400 under a limit of discardSinkLimit. Such a sink allocates a buffer per frame
+// received and keeps almost nothing, so with Go's default GOGC=100 it collects a tiny heap very
+// often (and gRPC's buffer pools, which the collector empties, miss). It returns a function that
+// restores the previous settings, and the limit it set (0 when it set none).
+func ForDiscardSink(lookup func(string) (string, bool)) (restore func(), limit int64) {
+	if _, ok := lookup("GOMEMLIMIT"); ok {
+		return func() {}, 0
+	}
+	if _, ok := lookup("GOGC"); ok {
+		return func() {}, 0
+	}
+	oldLimit := debug.SetMemoryLimit(discardSinkLimit)
+	oldPercent := debug.SetGCPercent(gcPercent)
+	return func() {
+		debug.SetGCPercent(oldPercent)
+		debug.SetMemoryLimit(oldLimit)
+	}, discardSinkLimit
+}

@@ -87,3 +87,29 @@ func TestHeadroomLeavesRoomForFileBackedPages(t *testing.T) {
 		t.Errorf("fileBackedRSS() = %d; want a positive size", got)
 	}
 }
+
+// TestForDiscardSink checks that the discard sink's settings apply only when the user set neither
+// variable, and that restore puts the previous ones back.
+func TestForDiscardSink(t *testing.T) {
+	for _, env := range []map[string]string{nil, {"GOGC": "100"}, {"GOMEMLIMIT": "1GiB"}} {
+		beforeLimit := debug.SetMemoryLimit(-1)
+		beforePercent := debug.SetGCPercent(-1)
+		debug.SetGCPercent(beforePercent)
+		restore, limit := ForDiscardSink(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+		gotLimit := debug.SetMemoryLimit(-1)
+		gotPercent := debug.SetGCPercent(-1)
+		debug.SetGCPercent(gotPercent)
+		wantLimit, wantPercent, wantSet := beforeLimit, beforePercent, int64(0)
+		if env == nil {
+			wantLimit, wantPercent, wantSet = discardSinkLimit, gcPercent, discardSinkLimit
+		}
+		if limit != wantSet || gotLimit != wantLimit || gotPercent != wantPercent {
+			t.Errorf("env %v: ForDiscardSink set %d; runtime limit %d, GOGC %d; want %d, %d, %d", env, limit, gotLimit, gotPercent, wantSet, wantLimit, wantPercent)
+		}
+		restore()
+		if l, p := debug.SetMemoryLimit(-1), debug.SetGCPercent(-1); l != beforeLimit || p != beforePercent {
+			t.Errorf("env %v: after restore: limit %d, GOGC %d; want %d, %d", env, l, p, beforeLimit, beforePercent)
+		}
+		debug.SetGCPercent(beforePercent)
+	}
+}
