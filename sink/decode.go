@@ -80,7 +80,7 @@ type decoder struct {
 	feed   *feeder
 	rdr    *ipc.Reader
 	schema *arrow.Schema
-	// structureOnly skips the UTF-8 checks of string values (validateBatch): the discard sink's
+	// structureOnly skips the UTF-8 checks of string values (checkBatchStructure): the discard sink's
 	// decoders, whose batches nothing reads.
 	structureOnly bool
 }
@@ -153,11 +153,8 @@ func (d *decoder) decode(header, body []byte) (rec arrow.RecordBatch, err error)
 	return rec, nil
 }
 
-// validateBatch runs arrow's full consistency checks, so later readers cannot index out of range.
-func validateBatch(rec arrow.RecordBatch) error { return checkBatchStructure(rec, true) }
-
-// checkBatchStructure is validateBatch, with the UTF-8 checks of string values only when utf8Check
-// is set (checkColumn).
+// checkBatchStructure runs arrow's full consistency checks, so later readers cannot index out of
+// range, with the UTF-8 checks of string values only when utf8Check is set (checkColumn).
 func checkBatchStructure(rec arrow.RecordBatch, utf8Check bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
