@@ -503,6 +503,23 @@ func (b *bencher) result(c config) *Result {
 	return r
 }
 
+// sinksCPU is the CPU time the local sink processes have used so far (only the one a run sends to
+// does any work); false when there are none or it cannot be read.
+func (b *bencher) sinksCPU() (time.Duration, bool) {
+	var sum time.Duration
+	for _, s := range b.sinks {
+		if s.cmd == nil || s.cmd.Process == nil {
+			return 0, false
+		}
+		t, ok := procCPUTime(s.cmd.Process.Pid)
+		if !ok {
+			return 0, false
+		}
+		sum += t
+	}
+	return sum, len(b.sinks) > 0
+}
+
 // measure runs one repeat of a configuration, reporting the step first, and records its sample.
 func (b *bencher) measure(c config, run int, fn func() (rows, bytes int64, err error)) (Sample, error) {
 	return b.measureCopies(c, run, 1, fn)
@@ -517,8 +534,12 @@ func (b *bencher) measureCopies(c config, run, copies int, fn func() (rows, byte
 	}
 	b.step++
 	b.cfg.Progress(Step{N: b.step, Total: b.total, Kind: kind, Throttled: throttled, Streams: streams, Connections: conns, Run: run, Runs: b.cfg.Repeat})
+	sink0, sinkOK := b.sinksCPU()
 	s, err := measure(fn)
 	s.Copies = copies
+	if sink1, ok := b.sinksCPU(); sinkOK && ok && kind != KindDecode {
+		s.SinkCPUSeconds = (sink1 - sink0).Seconds()
+	}
 	if err != nil {
 		desc := string(kind)
 		if streams > 0 {

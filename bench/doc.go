@@ -51,7 +51,9 @@
 // (ADBC the files' own types, which can be smaller than the table's); their MB/s still says how long
 // they take to move the same rows. Rows/s divides the rows each run read or sent. CPU seconds per GB is this process's user+system CPU time over the run (getrusage
 // RUSAGE_SELF: every goroutine of the client, none of the sinks, which are other processes) per GB
-// of that same size. Peak RSS is this process's VmHWM after the run; before it the heap is
+// of that same size. Sink CPU seconds per GB (results.csv's sink_cpu_s_per_gb) is the same for the
+// local sink processes, read from /proc/PID/stat before and after the run (Linux only; empty for the
+// decode ceiling and remote targets). Peak RSS is this process's VmHWM after the run; before it the heap is
 // collected and returned to the OS and the kernel's counter is reset (writing 5 to
 // /proc/self/clear_refs), so it is the run's own peak. Both are Linux (and, for CPU, Unix) figures;
 // elsewhere they are unknown (null).

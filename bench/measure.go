@@ -11,8 +11,11 @@ type Sample struct {
 	Seconds    float64 // wall time of the run
 	CPUSeconds float64 // user+system CPU time of this process during the run; -1 when unknown
 	PeakRSS    int64   // peak resident set of this process during the run, in bytes; -1 when unknown
-	Rows       int64   // rows the run read or sent
-	Bytes      int64   // bytes the run sent (frame bytes acknowledged), 0 when it does not say
+	// SinkCPUSeconds is the user+system CPU time of the local sink processes during the run (Linux);
+	// -1 when unknown or when the run sends to no local sink.
+	SinkCPUSeconds float64
+	Rows           int64 // rows the run read or sent
+	Bytes          int64 // bytes the run sent (frame bytes acknowledged), 0 when it does not say
 	// Copies is how many times the run went through the dataset (throttled runs, see
 	// Throttle.Run); 0 means once.
 	Copies int
@@ -34,7 +37,7 @@ func measure(fn func() (rows, bytes int64, err error)) (Sample, error) {
 	rows, bytes, err := fn()
 	wall := time.Since(start)
 	cpu1, _ := cpuTime()
-	s := Sample{Seconds: wall.Seconds(), CPUSeconds: -1, PeakRSS: -1, Rows: rows, Bytes: bytes}
+	s := Sample{Seconds: wall.Seconds(), CPUSeconds: -1, PeakRSS: -1, SinkCPUSeconds: -1, Rows: rows, Bytes: bytes}
 	if cpuOK {
 		s.CPUSeconds = (cpu1 - cpu0).Seconds()
 	}

@@ -52,16 +52,18 @@ type Result struct {
 type stats struct {
 	mbs, rows spread
 	cpuPerGB  float64 // median; NaN when unknown
-	peakRSS   int64   // the largest of the runs; -1 when unknown
-	seconds   spread
+	// sinkCPUPerGB is the local sink's CPU s/GB, median; NaN when unknown
+	sinkCPUPerGB float64
+	peakRSS      int64 // the largest of the runs; -1 when unknown
+	seconds      spread
 }
 
 // stats computes a result's figures. Every MB/s is datasetBytes / 1e6 / wall seconds, whatever the
 // kind, so two MB/s figures compare as the inverse of their times (times the copies of the dataset
 // a throttled run loaded, see Throttle.Run).
 func (r *Result) stats(datasetBytes int64) stats {
-	var mbs, rows, secs, cpu []float64
-	st := stats{peakRSS: -1, cpuPerGB: math.NaN()}
+	var mbs, rows, secs, cpu, sinkCPU []float64
+	st := stats{peakRSS: -1, cpuPerGB: math.NaN(), sinkCPUPerGB: math.NaN()}
 	for _, s := range r.Samples {
 		secs = append(secs, s.Seconds)
 		mbs = append(mbs, s.times()*float64(datasetBytes)/1e6/s.Seconds)
@@ -69,11 +71,17 @@ func (r *Result) stats(datasetBytes int64) stats {
 		if s.CPUSeconds >= 0 && datasetBytes > 0 {
 			cpu = append(cpu, s.CPUSeconds/(s.times()*float64(datasetBytes)/1e9))
 		}
+		if s.SinkCPUSeconds >= 0 && datasetBytes > 0 {
+			sinkCPU = append(sinkCPU, s.SinkCPUSeconds/(s.times()*float64(datasetBytes)/1e9))
+		}
 		st.peakRSS = max(st.peakRSS, s.PeakRSS)
 	}
 	st.mbs, st.rows, st.seconds = spreadOf(mbs), spreadOf(rows), spreadOf(secs)
 	if len(cpu) == len(r.Samples) {
 		st.cpuPerGB = spreadOf(cpu).median
+	}
+	if len(sinkCPU) == len(r.Samples) {
+		st.sinkCPUPerGB = spreadOf(sinkCPU).median
 	}
 	return st
 }
@@ -277,6 +285,9 @@ type Row struct {
 	MedianSeconds float64  `csv:"median_seconds"`
 	CPUSPerGB     *float64 `csv:"cpu_s_per_gb"`   // empty when unknown
 	PeakRSSBytes  *int64   `csv:"peak_rss_bytes"` // empty when unknown
+	// SinkCPUSPerGB is the local sink process's CPU s/GB; empty when unknown (the decode ceiling,
+	// a remote target, not Linux)
+	SinkCPUSPerGB *float64 `csv:"sink_cpu_s_per_gb"`
 }
 
 // Rows returns results.csv's rows, in the order the configurations ran.
@@ -291,7 +302,7 @@ func (rep *Report) Rows() []Row {
 			Kind: string(r.Kind), Throttled: r.Throttled, Streams: r.Streams, Connections: r.Connections, Repeats: len(r.Samples),
 			MinMBs: st.mbs.min, MedianMBs: st.mbs.median, MaxMBs: st.mbs.max,
 			MinRowsS: st.rows.min, MedianRowsS: st.rows.median, MaxRowsS: st.rows.max,
-			MedianSeconds: st.seconds.median, CPUSPerGB: num(st.cpuPerGB),
+			MedianSeconds: st.seconds.median, CPUSPerGB: num(st.cpuPerGB), SinkCPUSPerGB: num(st.sinkCPUPerGB),
 		}
 		if st.peakRSS >= 0 {
 			row.PeakRSSBytes = &st.peakRSS
@@ -355,7 +366,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "kind\tthrottled\tstreams\tconns\truns\tmin MB/s\tmedian MB/s\tmax MB/s\tmedian rows/s\tCPU s/GB\tpeak RSS MiB\t")
+	fmt.Fprintln(tw, "kind\tthrottled\tstreams\tconns\truns\tmin MB/s\tmedian MB/s\tmax MB/s\tmedian rows/s\tCPU s/GB\tsink CPU s/GB\tpeak RSS MiB\t")
 	for _, r := range rep.Rows() {
 		th := ""
 		if r.Throttled {
@@ -365,15 +376,18 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		if r.Streams > 0 {
 			streams, conns = fmt.Sprint(r.Streams), fmt.Sprint(r.Connections)
 		}
-		cpu, rss := "?", "?"
+		cpu, sinkCPU, rss := "?", "-", "?"
 		if r.CPUSPerGB != nil {
 			cpu = fmt.Sprintf("%.2f", *r.CPUSPerGB)
+		}
+		if r.SinkCPUSPerGB != nil {
+			sinkCPU = fmt.Sprintf("%.2f", *r.SinkCPUSPerGB)
 		}
 		if r.PeakRSSBytes != nil {
 			rss = fmt.Sprintf("%.0f", float64(*r.PeakRSSBytes)/(1<<20))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t\n", r.Kind, th, streams, conns, r.Repeats,
-			r.MinMBs, r.MedianMBs, r.MaxMBs, humanize.Comma(int64(r.MedianRowsS)), cpu, rss)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t\n", r.Kind, th, streams, conns, r.Repeats,
+			r.MinMBs, r.MedianMBs, r.MaxMBs, humanize.Comma(int64(r.MedianRowsS)), cpu, sinkCPU, rss)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

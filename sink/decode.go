@@ -80,6 +80,9 @@ type decoder struct {
 	feed   *feeder
 	rdr    *ipc.Reader
 	schema *arrow.Schema
+	// structureOnly skips the UTF-8 checks of string values (checkBatchStructure): the discard sink's
+	// decoders, whose batches nothing reads.
+	structureOnly bool
 }
 
 // newDecoder reads a schema message (raw flatbuffer bytes, as in FlightData.data_header).
@@ -143,15 +146,16 @@ func (d *decoder) decode(header, body []byte) (rec arrow.RecordBatch, err error)
 	}
 	rec = d.rdr.RecordBatch()
 	rec.Retain()
-	if err := validateBatch(rec); err != nil {
+	if err := checkBatchStructure(rec, !d.structureOnly); err != nil {
 		rec.Release()
 		return nil, err
 	}
 	return rec, nil
 }
 
-// validateBatch runs arrow's full consistency checks, so later readers cannot index out of range.
-func validateBatch(rec arrow.RecordBatch) (err error) {
+// checkBatchStructure runs arrow's full consistency checks, so later readers cannot index out of
+// range, with the UTF-8 checks of string values only when utf8Check is set (checkColumn).
+func checkBatchStructure(rec arrow.RecordBatch, utf8Check bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("is inconsistent: %w", panicError(r))
@@ -161,7 +165,7 @@ func validateBatch(rec arrow.RecordBatch) (err error) {
 		if int64(col.Len()) != rec.NumRows() {
 			return fmt.Errorf("column %q has %d values for %d rows", rec.Schema().Field(i).Name, col.Len(), rec.NumRows())
 		}
-		if err := validateColumn(col); err != nil {
+		if err := checkColumn(col, utf8Check); err != nil {
 			return fmt.Errorf("column %q is inconsistent: %w", rec.Schema().Field(i).Name, err)
 		}
 	}

@@ -265,10 +265,9 @@ func (q *sqlServer) DoPutCommandStatementIngest(ctx context.Context, cmd flights
 		}()
 	}
 	var rows, batch int64
-	check := warehouse.NewChecker(target)
 	for rdr.Next() {
 		rec := rdr.RecordBatch()
-		if err := q.writeBatch(ctx, plan, check, w, rec); err != nil {
+		if err := q.writeBatch(ctx, plan, w, rec); err != nil {
 			return 0, status.Errorf(codes.InvalidArgument, "ingest into %s: batch %d: %v", name, batch, err)
 		}
 		rows += rec.NumRows()
@@ -313,19 +312,20 @@ func (q *sqlServer) DoPutCommandStatementIngest(ctx context.Context, cmd flights
 	return res.Rows, nil
 }
 
-// writeBatch validates, casts and writes (or, discarding, checks) one batch.
-func (q *sqlServer) writeBatch(ctx context.Context, plan *schemamatch.Plan, check *warehouse.Checker, w *warehouse.Writer, rec arrow.RecordBatch) error {
-	if err := validateBatch(rec); err != nil {
+// writeBatch validates, casts and writes one batch; discarding, it checks the batch's structure
+// only, as DoPut does (WithDiscard).
+func (q *sqlServer) writeBatch(ctx context.Context, plan *schemamatch.Plan, w *warehouse.Writer, rec arrow.RecordBatch) error {
+	if err := checkBatchStructure(rec, !q.s.cfg.discard); err != nil {
 		return fmt.Errorf("the batch %w", err)
+	}
+	if q.s.cfg.discard {
+		return nil
 	}
 	out, err := plan.Apply(rec)
 	if err != nil {
 		return err
 	}
 	defer out.Release()
-	if w == nil {
-		return checkBatch(check, out)
-	}
 	return w.Write(ctx, out)
 }
 

@@ -16,12 +16,17 @@ import (
 // span are checked as UTF-8 in one pass, and every offset is checked to start a character (not a
 // continuation byte), which together say that every value is valid UTF-8. The verdict is the same
 // as ValidateFull's (a differential test holds it to that).
-func validateColumn(col arrow.Array) error {
+func validateColumn(col arrow.Array) error { return checkColumn(col, true) }
+
+// checkColumn is validateColumn, with the UTF-8 checks of string values only when utf8Check is set:
+// without them it checks the column's structure alone (buffers, lengths, offsets, null counts), all
+// that reading it safely takes (the discard sink's checks).
+func checkColumn(col arrow.Array, utf8Check bool) error {
 	switch a := col.(type) {
 	case *array.String:
-		return validateStrings(a, a.ValueOffsets)
+		return validateStrings(a, a.ValueOffsets, utf8Check)
 	case *array.LargeString:
-		return validateStrings(a, a.ValueOffsets)
+		return validateStrings(a, a.ValueOffsets, utf8Check)
 	case *array.List, *array.LargeList, *array.Map, *array.Struct:
 		// Their own full checks (offsets, child lengths) do not descend into the children; arrow's
 		// recursion does, and that is what is done here, with this function for each child.
@@ -36,7 +41,7 @@ func validateColumn(col arrow.Array) error {
 		}
 		for i, cd := range a.Data().Children() {
 			child := array.MakeFromData(cd)
-			err := validateColumn(child)
+			err := checkColumn(child, utf8Check)
 			child.Release()
 			if err != nil {
 				return fmt.Errorf("child %d: %w", i, err)
@@ -58,9 +63,10 @@ func checkNullCount(a arrow.Array) error {
 	return nil
 }
 
-// validateStrings checks a String or LargeString array; offsetsOf returns its n+1 offsets, which
-// are safe to take once array.Validate has checked the offsets buffer's length.
-func validateStrings[O int32 | int64](a arrow.Array, offsetsOf func() []O) error {
+// validateStrings checks a String or LargeString array, its values as UTF-8 when utf8Check is set;
+// offsetsOf returns its n+1 offsets, which are safe to take once array.Validate has checked the
+// offsets buffer's length.
+func validateStrings[O int32 | int64](a arrow.Array, offsetsOf func() []O, utf8Check bool) error {
 	if err := array.Validate(a); err != nil { // buffers, lengths, first and last offsets in range
 		return err
 	}
@@ -84,6 +90,9 @@ func validateStrings[O int32 | int64](a arrow.Array, offsetsOf func() []O) error
 		if offsets[i] < offsets[i-1] {
 			return fmt.Errorf("string offsets are not monotonically non-decreasing at index %d: %d < %d", i, offsets[i], offsets[i-1])
 		}
+	}
+	if !utf8Check {
+		return nil
 	}
 	if utf8.Valid(values[first:last]) {
 		for i := 1; i < n; i++ {

@@ -82,7 +82,8 @@ MB/s): the streams' start and the last stream's end then weigh as little as in a
 MB/s is always the same number of bytes, the dataset as the loader frames it (the bytes of a loader
 run's summary; MB = 10^6 bytes), over the run's wall time, so ratios of MB/s are ratios of times.
 CPU s/GB is this process's user+system CPU time (getrusage; the sinks are other processes) per GB of
-that size; peak RSS is this process's VmHWM during the run (Linux; reset before each run).
+that size; sink CPU s/GB is the local sink process's, from /proc/PID/stat (Linux); peak RSS is this
+process's VmHWM during the run (Linux; reset before each run).
 
 Output in --out: results.csv (one row per configuration), summary.json (the figures of the best
 configuration, the ceilings, the rivals and their ratios; null where skipped), throughput.svg and

@@ -98,8 +98,8 @@ is counted as loaded, quarantined or refused.
 
 Memory: --max-inflight-bytes bounds the frames sent and not yet acknowledged. Unless GOMEMLIMIT or
 GOGC is set in the environment, the Go heap is limited to that budget plus 64 MiB and 48 MiB per
-decoder, at most 160 MiB above the budget (GOMEMLIMIT), and GOGC is raised to 400 under that
-limit: fewer garbage collections for the same bound. Set either variable to keep Go's defaults or
+decoder (GOMEMLIMIT), at most 200 MiB above the budget less the executable's resident pages (about
+140 MiB), and GOGC is raised to 400 under that limit: fewer garbage collections for the same bound. Set either variable to keep Go's defaults or
 your own.
 
 At the end, where the target can count rows, the table's growth is compared with the rows

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/loaderproject/loader/internal/gctune"
 	"github.com/loaderproject/loader/sink"
 	"github.com/loaderproject/loader/warehouse"
 )
@@ -49,6 +51,13 @@ acknowledged is committed.
 stream at 100 MB/s; with --fault-ack-delay (Zerobus acknowledges after about 150 ms) the sink stands
 in for the service in benchmarks (loader bench --throttle).
 
+--discard acknowledges without storing, to benchmark clients (loader bench). It still checks what a
+stream's framing and the table's schema require: the table exists, the schema message matches its
+columns, offsets increase, every frame is one well-formed IPC RecordBatch message whose arrays are
+structurally sound (buffer sizes, lengths, offsets, null counts), and acknowledgements count the rows
+received. It does NOT check values: UTF-8 of strings, DECIMAL text, NOT NULL columns (and Flight SQL
+ingest does not cast). So data it accepts may still be refused by a durable sink or by Zerobus.
+
 As a stand-in for a Databricks workspace and its Zerobus endpoint: --oauth-client ID:SECRET serves
 the OIDC token endpoint (POST /oidc/v1/token, client credentials with Basic auth and
 authorization_details) and the SQL Statement Execution API (SELECT count(*) FROM a table, over its
@@ -68,7 +77,7 @@ passes authentication can inject faults into the running sink: never use it outs
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8815", "address to serve on, HOST:PORT (port 0 picks a free port)")
 	fl.StringArrayVar(&f.tokens, "token", nil, "accept only this bearer token (repeatable); without it every caller is accepted")
 	fl.DurationVar(&f.commitInterval, "commit-interval", time.Second, "how often acknowledged rows are committed to Delta")
-	fl.BoolVar(&f.discard, "discard", false, "acknowledge data without storing it (client benchmarks only: NOTHING IS KEPT)")
+	fl.BoolVar(&f.discard, "discard", false, "acknowledge data without storing it, checking frames and structure but not values (client benchmarks only: NOTHING IS KEPT)")
 	fl.DurationVar(&f.shutdownWait, "shutdown-timeout", 30*time.Second, "how long a shutdown waits for in-flight calls before cutting them off")
 	fl.Var(&f.streamRate, "stream-rate-limit", "cap each DoPut at RATE bytes per second, e.g. 25MB/s (default: unlimited)")
 	fl.BoolVar(&f.unitIDs, "unit-ids", true, "store each source unit range once, however often a loader sends it (false: at-least-once, like Zerobus)")
@@ -124,6 +133,8 @@ func (a *app) serve(ctx context.Context, f serveFlags) error {
 	f.metrics.announce(a, mp)
 	if f.discard {
 		fmt.Fprintln(a.stderr, "WARNING: --discard: every row is acknowledged and thrown away; NOTHING IS STORED. Use it only to benchmark clients.")
+		restoreGC, _ := gctune.ForDiscardSink(os.LookupEnv)
+		defer restoreGC()
 	}
 	lis, err := net.Listen("tcp", f.listen)
 	if err != nil {
