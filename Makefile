@@ -76,13 +76,18 @@ fuzz:
 	  done; \
 	done
 
-## test-emulators: objstore against a GCS emulator (fake-gcs-server, a Go module, built once into bin/)
-## on loopback; Azure (Azurite, an npm package) is not wired yet. Not part of `test`.
+## test-emulators: objstore and `loader load` against the GCS and Azure emulators on loopback, not
+## part of `test`: fake-gcs-server (a Go module, built once into bin/) and Azurite (an npm package,
+## installed once into bin/azurite/ when npm is there; its tests skip, saying so, without node)
 FAKE_GCS_VERSION := v1.52.2
+AZURITE_VERSION  := 3.35.0
 test-emulators:
 	@mkdir -p bin
 	test -x bin/fake-gcs-server || GOBIN=$(CURDIR)/bin $(GO) install github.com/fsouza/fake-gcs-server@$(FAKE_GCS_VERSION)
-	$(GO) test -race -count=1 -run 'Emulator' -v ./objstore/
+	@if test -x bin/azurite/node_modules/.bin/azurite-blob; then :; \
+	elif command -v npm >/dev/null; then npm install --prefix bin/azurite --no-audit --no-fund azurite@$(AZURITE_VERSION); \
+	else echo "npm not found: the Azure (Azurite) tests will skip"; fi
+	$(GO) test -race -count=1 -run 'Emulator' -v ./objstore/ ./cmd/loader/
 
 ## bench-objects: loads the same generated Parquet, CSV and IPC files from local disk and from versitygw
 ## on loopback into a discard sink; prints bucket ÷ local throughput, requests per file and read
