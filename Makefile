@@ -91,11 +91,14 @@ test-emulators:
 
 ## bench-objects: loads the same generated Parquet, CSV and IPC files from local disk and from versitygw
 ## on loopback into a discard sink; prints bucket ÷ local throughput, requests per file and read
-## amplification (BENCH_OBJECTS_ROWS rows in 8 files per format), and writes them to BENCH_OUT/objects.json
+## amplification (BENCH_OBJECTS_ROWS rows in 8 files per format; BENCH_OBJECTS_FORMATS=ipc for one), and
+## writes them to BENCH_OUT/objects.json
 BENCH_OBJECTS_ROWS ?= 1000000
+BENCH_OBJECTS_FORMATS ?= parquet,csv,ipc
 bench-objects: versitygw
 	@mkdir -p $(BENCH_OUT)
-	LOADER_BENCH_OBJECTS=1 LOADER_BENCH_OBJECTS_ROWS=$(BENCH_OBJECTS_ROWS) LOADER_BENCH_OBJECTS_OUT=$(CURDIR)/$(BENCH_OUT)/objects.json \
+	LOADER_BENCH_OBJECTS=1 LOADER_BENCH_OBJECTS_ROWS=$(BENCH_OBJECTS_ROWS) LOADER_BENCH_OBJECTS_FORMATS=$(BENCH_OBJECTS_FORMATS) \
+	  LOADER_BENCH_OBJECTS_OUT=$(CURDIR)/$(BENCH_OUT)/objects.json \
 	  $(GO) test -count=1 -timeout 30m -run '^TestBenchObjects$$' -v ./cmd/loader/ | grep -v '^=== '
 
 ## testdata: generate the demo dataset under testdata/demo

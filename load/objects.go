@@ -22,14 +22,15 @@ func fileID(f readers.File, schema string) manifest.FileID {
 // prefetchBudget counts object bytes fetched ahead of decoding (a Parquet row group's column
 // chunks, an Arrow IPC unit's batches) in the in-flight budget. Each decoder's prefetch counts at
 // most its share of half the budget, and units are fetched before a decoder asks for them (see
-// readAhead) only while the budget is at most a quarter held, so that prefetches never hold the
-// bytes the frames they decode need: the fetches ahead use bytes that nothing else is asking for.
+// readAhead), up to one per decoder for each file, only while the budget is at most a quarter held,
+// so that prefetches never hold the bytes the frames they decode need: the fetches ahead use bytes
+// that nothing else is asking for.
 func prefetchBudget(p *pipeline) readers.Option {
 	if p.budget == nil {
-		return readers.WithPrefetchBudget(nil, 0, 0)
+		return readers.WithPrefetchBudget(nil, 0, readers.AheadLimits{})
 	}
 	share := max(1, p.budget.Max()/int64(2*max(p.cfg.Decoders, 1)))
-	return readers.WithPrefetchBudget(p.budget, share, p.budget.Max()/4)
+	return readers.WithPrefetchBudget(p.budget, share, readers.AheadLimits{Units: max(p.cfg.Decoders, 1), Bytes: p.budget.Max() / 4})
 }
 
 // readAhead tells src which of its units this run reads, in order (those of other shards and those

@@ -37,15 +37,22 @@ type PrefetchBudget interface {
 // prefetches, from before its GETs until it is decoded. Each prefetch counts at most cap bytes (a
 // row group larger than that is counted as cap), so that units reading at once cannot hold the
 // whole budget; cap below 1 counts every byte. Units are fetched ahead of their ReadUnit (see
-// ReadAheader) only while b holds at most ahead bytes, so the bytes read ahead stay within ahead;
-// ahead below 1 reads nothing ahead. Default: no budget, nothing read ahead.
-func WithPrefetchBudget(b PrefetchBudget, cap, ahead int64) Option {
+// ReadAheader) within ahead's limits. Default: no budget, nothing read ahead.
+func WithPrefetchBudget(b PrefetchBudget, cap int64, ahead AheadLimits) Option {
 	return func(c *config) {
 		if b != nil {
 			c.prefetch = cappedBudget{b, cap}
-			c.ahead = max(ahead, 0)
+			c.ahead = ahead
 		}
 	}
+}
+
+// AheadLimits bounds the fetches ahead of an object source's ReadUnits: at most Units of its units
+// fetched ahead and not yet read at once, each started only while the prefetch budget holds at most
+// Bytes (with it), so the bytes read ahead stay within Bytes. A zero field reads nothing ahead.
+type AheadLimits struct {
+	Units int
+	Bytes int64
 }
 
 type cappedBudget struct {
@@ -66,8 +73,8 @@ func (c cappedBudget) Release(n int64)                            { c.b.Release(
 // ReadAheader is implemented by every Source Open returns. ReadAhead says which units the caller
 // will read, in the order it will start them. An object-store Parquet or Arrow IPC file then fetches
 // the first of them at once, and each ReadUnit starts fetching the next one not yet started while it
-// decodes its own, so the decoders do not wait for the store (one unit ahead at a time, and only
-// with bytes the prefetch budget lends at once: see WithPrefetchBudget). Units not named are never
+// decodes its own, so the decoders do not wait for the store (within AheadLimits, and only with
+// bytes the prefetch budget lends at once: see WithPrefetchBudget). Units not named are never
 // fetched ahead. Other sources ignore it. Call it once, before the first ReadUnit; Close releases
 // what was fetched ahead and not read.
 type ReadAheader interface {
@@ -78,7 +85,7 @@ type ReadAheader interface {
 type readAhead struct {
 	obj    *objstore.Reader
 	budget PrefetchBudget // what units' fetches count in (nil: none, and nothing is read ahead)
-	limit  int64          // read ahead only while the budget holds at most this (0: never)
+	limits AheadLimits
 	ranges func(unit int) ([]objstore.Range, int64, error)
 
 	ctx    context.Context // ends at close
@@ -102,7 +109,7 @@ type aheadJob struct {
 }
 
 func newReadAhead(obj *objstore.Reader, cfg *config, ranges func(unit int) ([]objstore.Range, int64, error)) *readAhead {
-	a := &readAhead{obj: obj, budget: cfg.prefetch, limit: cfg.ahead, ranges: ranges, started: map[int]bool{}, jobs: map[int]*aheadJob{}}
+	a := &readAhead{obj: obj, budget: cfg.prefetch, limits: cfg.ahead, ranges: ranges, started: map[int]bool{}, jobs: map[int]*aheadJob{}}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	return a
 }
@@ -111,42 +118,41 @@ func newReadAhead(obj *objstore.Reader, cfg *config, ranges func(unit int) ([]ob
 func (a *readAhead) plan(units []int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.order != nil || a.budget == nil || a.limit <= 0 {
+	if a.order != nil || a.budget == nil || a.limits.Units <= 0 || a.limits.Bytes <= 0 {
 		return
 	}
 	a.order = append([]int{}, units...)
 	a.next()
 }
 
-// next starts fetching the next unit of the plan not yet started, unless one fetched ahead is
-// still untaken or the budget does not lend its bytes at once (a later start tries again).
+// next starts fetching the next units of the plan not yet started, while fewer than the limit are
+// fetched ahead and untaken and the budget lends their bytes at once (a later start tries again).
 func (a *readAhead) next() {
-	if a.closed || len(a.jobs) > 0 {
-		return
-	}
-	for a.pos < len(a.order) && a.started[a.order[a.pos]] {
-		a.pos++
-	}
-	if a.pos == len(a.order) {
-		return
-	}
-	unit := a.order[a.pos]
-	ranges, size, err := a.ranges(unit)
-	if err != nil || !a.budget.TryAcquire(size, a.limit) {
-		return // the unit's ReadUnit fetches it, and reports the error
-	}
-	a.pos++
-	job := &aheadJob{done: make(chan struct{}), size: size}
-	a.jobs[unit] = job
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		defer close(job.done)
-		job.pf, job.err = a.obj.Prefetch(a.ctx, ranges, prefetchGap)
-		if job.err != nil {
-			a.budget.Release(size)
+	for !a.closed && len(a.jobs) < a.limits.Units {
+		for a.pos < len(a.order) && a.started[a.order[a.pos]] {
+			a.pos++
 		}
-	}()
+		if a.pos == len(a.order) {
+			return
+		}
+		unit := a.order[a.pos]
+		ranges, size, err := a.ranges(unit)
+		if err != nil || !a.budget.TryAcquire(size, a.limits.Bytes) {
+			return // the unit's ReadUnit fetches it, and reports the error
+		}
+		a.pos++
+		job := &aheadJob{done: make(chan struct{}), size: size}
+		a.jobs[unit] = job
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			defer close(job.done)
+			job.pf, job.err = a.obj.Prefetch(a.ctx, ranges, prefetchGap)
+			if job.err != nil {
+				a.budget.Release(size)
+			}
+		}()
+	}
 }
 
 // take returns unit's bytes and the release of their budget: the fetch ahead when there is one,

@@ -131,7 +131,7 @@ func TestObjectReadsLikeLocal(t *testing.T) {
 			}
 			req0, bytes0 := st.Stats()
 			budget := &countingBudget{}
-			src, err := readers.Open(ctx, files[0], readers.WithAllocator(mem), readers.WithPrefetchBudget(budget, 0, 0), readers.WithBatchBytes(64<<10))
+			src, err := readers.Open(ctx, files[0], readers.WithAllocator(mem), readers.WithPrefetchBudget(budget, 0, readers.AheadLimits{}), readers.WithBatchBytes(64<<10))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -238,11 +238,11 @@ func TestObjectIPCRequests(t *testing.T) {
 	lsrc.Close()
 
 	// open returns the object's source, units of batchBytes, and the requests and bytes its Open took.
-	open := func(t *testing.T, budget *countingBudget, batchBytes int64) (readers.Source, int64) {
+	open := func(t *testing.T, budget *countingBudget, batchBytes int64, depth int) (readers.Source, int64) {
 		t.Helper()
 		req0, _ := st.Stats()
 		src, err := readers.Open(ctx, f, readers.WithAllocator(mem), readers.WithBatchBytes(batchBytes),
-			readers.WithPrefetchBudget(budget, 0, 1<<40))
+			readers.WithPrefetchBudget(budget, 0, readers.AheadLimits{Units: depth, Bytes: 1 << 40}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,13 +277,14 @@ func TestObjectIPCRequests(t *testing.T) {
 		batchBytes int64
 		units      int   // the file's units
 		read       []int // the units read, all of them named in ReadAhead
+		depth      int   // units fetched ahead at once
 	}{
-		{"a batch a unit", per, batches, []int{0, 1, 2, 3, 4, 5, 6, 7}},
-		{"four batches a unit", f.Size / 2, 2, []int{0, 1}},
+		{"a batch a unit", per, batches, []int{0, 1, 2, 3, 4, 5, 6, 7}, 3},
+		{"four batches a unit", f.Size / 2, 2, []int{0, 1}, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			budget := &countingBudget{}
-			src, req0 := open(t, budget, c.batchBytes)
+			src, req0 := open(t, budget, c.batchBytes, c.depth)
 			if len(src.Units()) != c.units {
 				t.Fatalf("%d units; want %d", len(src.Units()), c.units)
 			}
@@ -308,7 +309,7 @@ func TestObjectIPCRequests(t *testing.T) {
 	}
 	t.Run("units left out", func(t *testing.T) {
 		budget := &countingBudget{}
-		src, req0 := open(t, budget, per)
+		src, req0 := open(t, budget, per, 2)
 		_, bytes0 := st.Stats()
 		read := []int{1, 4, 6}
 		src.(readers.ReadAheader).ReadAhead(read)
@@ -331,7 +332,7 @@ func TestObjectIPCRequests(t *testing.T) {
 	})
 	t.Run("closed with units fetched ahead", func(t *testing.T) {
 		budget := &countingBudget{}
-		src, _ := open(t, budget, per)
+		src, _ := open(t, budget, per, 1)
 		src.(readers.ReadAheader).ReadAhead([]int{0, 1, 2})
 		readUnits(t, src, []int{0}).Release()
 		if err := src.Close(); err != nil {
@@ -343,7 +344,7 @@ func TestObjectIPCRequests(t *testing.T) {
 	})
 	t.Run("cancelled", func(t *testing.T) {
 		budget := &countingBudget{}
-		src, _ := open(t, budget, per)
+		src, _ := open(t, budget, per, 1)
 		src.(readers.ReadAheader).ReadAhead([]int{0, 1})
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
@@ -360,7 +361,7 @@ func TestObjectIPCRequests(t *testing.T) {
 	t.Run("budget lends nothing", func(t *testing.T) {
 		budget := &countingBudget{}
 		req0, _ := st.Stats()
-		src, err := readers.Open(ctx, f, readers.WithAllocator(mem), readers.WithBatchBytes(per), readers.WithPrefetchBudget(budget, 0, 1))
+		src, err := readers.Open(ctx, f, readers.WithAllocator(mem), readers.WithBatchBytes(per), readers.WithPrefetchBudget(budget, 0, readers.AheadLimits{Units: 2, Bytes: 1}))
 		if err != nil {
 			t.Fatal(err)
 		}

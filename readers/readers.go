@@ -268,7 +268,7 @@ type config struct {
 	decodeHook    func(start bool) // tests: called as each column decode job starts and ends
 	csvUnitBytes  int64            // tests: the nominal size of a CSV unit instead of csvUnitStarts' policy
 	prefetch      PrefetchBudget   // counts the bytes of object reads held ahead of decoding; nil: none
-	ahead         int64            // units are read ahead while prefetch holds at most this; 0: never
+	ahead         AheadLimits      // how far object units are fetched ahead; zero: not at all
 }
 
 const defaultBatchBytes = 8 << 20
