@@ -165,10 +165,9 @@ func TestObjectReadsLikeLocal(t *testing.T) {
 
 // countingBudget is a PrefetchBudget that never makes anyone wait and counts what it lends.
 type countingBudget struct {
-	mu              sync.Mutex
-	held, max       int64
-	tries, lent     int // TryAcquire calls, and those that took bytes
-	heldBeyondLimit bool
+	mu          sync.Mutex
+	held, max   int64
+	tries, lent int // TryAcquire calls, and those that took bytes
 }
 
 func (b *countingBudget) Acquire(_ context.Context, n int64) error {

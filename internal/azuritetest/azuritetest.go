@@ -36,6 +36,9 @@ func Binary(t testing.TB) string {
 		t.Skip("azurite: node is not installed (Azurite is an npm package)")
 	}
 	if p := os.Getenv("LOADER_AZURITE"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("azurite: LOADER_AZURITE=%s: %v", p, err)
+		}
 		return p
 	}
 	dir, err := os.Getwd()
