@@ -76,21 +76,29 @@ fuzz:
 	  done; \
 	done
 
-## test-emulators: objstore against a GCS emulator (fake-gcs-server, a Go module, built once into bin/)
-## on loopback; Azure (Azurite, an npm package) is not wired yet. Not part of `test`.
+## test-emulators: objstore and `loader load` against the GCS and Azure emulators on loopback, not
+## part of `test`: fake-gcs-server (a Go module, built once into bin/) and Azurite (an npm package,
+## installed once into bin/azurite/ when npm is there; its tests skip, saying so, without node)
 FAKE_GCS_VERSION := v1.52.2
+AZURITE_VERSION  := 3.35.0
 test-emulators:
 	@mkdir -p bin
 	test -x bin/fake-gcs-server || GOBIN=$(CURDIR)/bin $(GO) install github.com/fsouza/fake-gcs-server@$(FAKE_GCS_VERSION)
-	$(GO) test -race -count=1 -run 'Emulator' -v ./objstore/
+	@if test -x bin/azurite/node_modules/.bin/azurite-blob; then :; \
+	elif command -v npm >/dev/null; then npm install --prefix bin/azurite --no-audit --no-fund azurite@$(AZURITE_VERSION); \
+	else echo "npm not found: the Azure (Azurite) tests will skip"; fi
+	$(GO) test -race -count=1 -run 'Emulator' -v ./objstore/ ./cmd/loader/
 
 ## bench-objects: loads the same generated Parquet, CSV and IPC files from local disk and from versitygw
 ## on loopback into a discard sink; prints bucket ÷ local throughput, requests per file and read
-## amplification (BENCH_OBJECTS_ROWS rows in 8 files per format), and writes them to BENCH_OUT/objects.json
+## amplification (BENCH_OBJECTS_ROWS rows in 8 files per format; BENCH_OBJECTS_FORMATS=ipc for one), and
+## writes them to BENCH_OUT/objects.json
 BENCH_OBJECTS_ROWS ?= 1000000
+BENCH_OBJECTS_FORMATS ?= parquet,csv,ipc
 bench-objects: versitygw
 	@mkdir -p $(BENCH_OUT)
-	LOADER_BENCH_OBJECTS=1 LOADER_BENCH_OBJECTS_ROWS=$(BENCH_OBJECTS_ROWS) LOADER_BENCH_OBJECTS_OUT=$(CURDIR)/$(BENCH_OUT)/objects.json \
+	LOADER_BENCH_OBJECTS=1 LOADER_BENCH_OBJECTS_ROWS=$(BENCH_OBJECTS_ROWS) LOADER_BENCH_OBJECTS_FORMATS=$(BENCH_OBJECTS_FORMATS) \
+	  LOADER_BENCH_OBJECTS_OUT=$(CURDIR)/$(BENCH_OUT)/objects.json \
 	  $(GO) test -count=1 -timeout 30m -run '^TestBenchObjects$$' -v ./cmd/loader/ | grep -v '^=== '
 
 ## testdata: generate the demo dataset under testdata/demo

@@ -20,14 +20,32 @@ func fileID(f readers.File, schema string) manifest.FileID {
 }
 
 // prefetchBudget counts object bytes fetched ahead of decoding (a Parquet row group's column
-// chunks) in the in-flight budget. Each decoder's prefetch counts at most its share of half the
-// budget, so that prefetches running at once never hold the bytes the frames they decode need.
+// chunks, an Arrow IPC unit's batches) in the in-flight budget. Each decoder's prefetch counts at
+// most its share of half the budget, and units are fetched before a decoder asks for them (see
+// readAhead), up to one per decoder for each file, only while the budget is at most a quarter held,
+// so that prefetches never hold the bytes the frames they decode need: the fetches ahead use bytes
+// that nothing else is asking for.
 func prefetchBudget(p *pipeline) readers.Option {
 	if p.budget == nil {
-		return readers.WithPrefetchBudget(nil, 0)
+		return readers.WithPrefetchBudget(nil, 0, readers.AheadLimits{})
 	}
 	share := max(1, p.budget.Max()/int64(2*max(p.cfg.Decoders, 1)))
-	return readers.WithPrefetchBudget(p.budget, share)
+	return readers.WithPrefetchBudget(p.budget, share, readers.AheadLimits{Units: max(p.cfg.Decoders, 1), Bytes: p.budget.Max() / 4})
+}
+
+// readAhead tells src which of its units this run reads, in order (those of other shards and those
+// a manifest has as loaded left out), so an object-store source fetches the next while the decoders
+// work on the current ones, and never fetches a unit nobody reads.
+func readAhead(src readers.Source, todo []readers.Unit) {
+	ra, ok := src.(readers.ReadAheader)
+	if !ok {
+		return
+	}
+	units := make([]int, len(todo))
+	for i, u := range todo {
+		units[i] = u.Index
+	}
+	ra.ReadAhead(units)
 }
 
 // objectCounts is a Store's counts at one moment.

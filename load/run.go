@@ -550,6 +550,7 @@ func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, f reader
 		return nil
 	}
 	fr.pending.Store(int64(len(todo)))
+	readAhead(src, todo)
 	for k, u := range todo {
 		if ctx.Err() != nil { // stopping: the units not started still count down, so the file closes
 			p.unitDone(fr, int64(len(todo)-k))

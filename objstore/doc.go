@@ -9,8 +9,14 @@
 // identity and instance metadata; GOOGLE_APPLICATION_CREDENTIALS and the metadata server;
 // AZURE_STORAGE_ACCOUNT with a key, a SAS or the default Azure credential). They never appear in
 // an error or a log line: errors name the object's URL without its query, the operation and the
-// provider's error code (AccessDenied, NoSuchBucket), and are classified for errors.Is by the
-// sentinels ErrNotFound, ErrNoSuchBucket, ErrAccessDenied, ErrChanged and ErrPrecondition.
+// provider's error code (S3's AccessDenied, NoSuchBucket; Azure's AuthenticationFailed,
+// ContainerNotFound, BlobNotFound), and are classified for errors.Is by the sentinels ErrNotFound,
+// ErrNoSuchBucket, ErrAccessDenied, ErrChanged and ErrPrecondition. A conditional read answered
+// with 412 is checked once more (one HEAD), so an object deleted since listing is ErrNotFound on
+// stores (Azure) that do not say 404 then.
+//
+// Tests: S3 against versitygw (make test); GCS against fake-gcs-server and Azure against Azurite
+// (make test-emulators).
 //
 // S3-compatible stores (MinIO, Ceph, R2, versitygw) are reached through AWS_ENDPOINT_URL_S3 or
 // AWS_ENDPOINT_URL, or the URL's ?endpoint=...&use_path_style=true; path-style addressing is the

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loaderproject/loader/internal/azuritetest"
 	"github.com/loaderproject/loader/objstore"
 )
 
@@ -136,5 +138,125 @@ func TestGCSEmulator(t *testing.T) {
 	}
 	if _, err := r.ReadAt(make([]byte, 10), 0); !errors.Is(err, objstore.ErrChanged) {
 		t.Errorf("reading the old generation: %v; want ErrChanged", err)
+	}
+}
+
+// TestAzureEmulator runs the Store against Azurite (`make test-emulators` installs it): paged and
+// hierarchical listing with ETags, ranged and suffix reads, conditional writes (create once, update
+// with the current ETag only), reads of a rewritten blob, and a missing container or blob named as
+// such.
+func TestAzureEmulator(t *testing.T) {
+	srv := azuritetest.Start(t)
+	srv.Env(t)
+	srv.CreateContainer(t, "data")
+	data := pattern(300 << 10)
+	for _, k := range []string{"t/a.bin", "t/b.bin", "t/c.bin", "t/_SUCCESS", "t/year=2024/d.bin", "t/.hidden/e.bin", "u/f.bin"} {
+		srv.Put(t, "data", k, data[:len(k)])
+	}
+	srv.Put(t, "data", "t/big.bin", data)
+	st := objstore.New(objstore.WithListPageSize(2), objstore.WithRangeBytes(64<<10))
+	defer func() { _ = st.Close() }()
+	ctx := context.Background()
+
+	// Listing: lexical order, paged, hidden prefixes not descended into, every blob with its ETag.
+	req0, _ := st.Stats()
+	var keys []string
+	err := st.Walk(ctx, mustParse(t, "azblob://data/t/"), func(dir string) bool { return !strings.Contains(dir, "/.") },
+		func(o objstore.Object) error {
+			keys = append(keys, o.Loc.Key)
+			if o.ETag == "" || o.Size <= 0 && !strings.HasSuffix(o.Loc.Key, "_SUCCESS") {
+				t.Errorf("%s listed with ETag %q, size %d", o.URL(), o.ETag, o.Size)
+			}
+			return nil
+		})
+	if err != nil || strings.Join(keys, " ") != "t/_SUCCESS t/a.bin t/b.bin t/big.bin t/c.bin t/year=2024/d.bin" {
+		t.Fatalf("walk: %v, %v", keys, err)
+	}
+	if req, _ := st.Stats(); req-req0 < 4 {
+		t.Errorf("walk made %d list requests in pages of 2; want at least 4", req-req0)
+	}
+	obj, err := st.Stat(ctx, mustParse(t, "azblob://data/t/big.bin"))
+	if err != nil || obj.Size != int64(len(data)) || obj.ETag != srv.ETag(t, "data", "t/big.bin") {
+		t.Fatalf("stat: %+v, %v; want size %d and ETag %s", obj, err, len(data), srv.ETag(t, "data", "t/big.bin"))
+	}
+
+	// Reads: the tail in one request, ranges merged and split at the range size, a stream.
+	r, err := st.Open(ctx, obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req0, bytes0 := st.Stats()
+	tail, err := r.ReadTail(ctx, 1000)
+	if err != nil || !bytes.Equal(tail, data[len(data)-1000:]) {
+		t.Fatalf("tail: %v", err)
+	}
+	pf, err := r.Prefetch(ctx, []objstore.Range{{Off: 10, Len: 100 << 10}, {Off: 10 + 100<<10, Len: 10}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 100<<10+10)
+	if _, err := pf.ReadAt(got, 10); err != nil || !bytes.Equal(got, data[10:10+len(got)]) {
+		t.Errorf("prefetched read: %v", err)
+	}
+	if req, byt := st.Stats(); req-req0 != 3 || byt-bytes0 != 1000+int64(len(got)) {
+		t.Errorf("a tail and a prefetch of 100 KiB in 64 KiB parts: %d requests, %d bytes; want 3 and %d", req-req0, byt-bytes0, 1000+len(got))
+	}
+	rd, err := r.Stream(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := io.ReadAll(rd)
+	_ = rd.Close()
+	if err != nil || !bytes.Equal(all, data[5:]) {
+		t.Errorf("stream: %d bytes, %v", len(all), err)
+	}
+
+	// Missing blob, missing container.
+	if _, err := st.Stat(ctx, mustParse(t, "azblob://data/t/missing")); !errors.Is(err, objstore.ErrNotFound) || !strings.Contains(err.Error(), "azblob://data/t/missing") {
+		t.Errorf("missing blob: %v; want ErrNotFound naming it", err)
+	}
+	if _, err := r.ReadAt(make([]byte, 1), 0); err != nil {
+		t.Errorf("read of the listed version: %v", err)
+	}
+	gone, _ := st.Open(ctx, objstore.Object{Loc: mustParse(t, "azblob://data/t/gone.bin"), Size: 10, ETag: obj.ETag})
+	if _, err := gone.ReadAt(make([]byte, 5), 0); !errors.Is(err, objstore.ErrNotFound) || !strings.Contains(err.Error(), "BlobNotFound") {
+		t.Errorf("reading a missing blob: %v; want ErrNotFound and BlobNotFound", err)
+	}
+	err = st.Walk(ctx, mustParse(t, "azblob://nocontainer/x/"), nil, func(objstore.Object) error { return nil })
+	if !errors.Is(err, objstore.ErrNoSuchBucket) || !strings.Contains(err.Error(), "ContainerNotFound") {
+		t.Errorf("listing a missing container: %v; want ErrNoSuchBucket and ContainerNotFound", err)
+	}
+	if _, err := st.Stat(ctx, mustParse(t, "azblob://nocontainer/x")); !errors.Is(err, objstore.ErrNoSuchBucket) {
+		t.Errorf("stat in a missing container: %v; want ErrNoSuchBucket", err)
+	}
+
+	// Conditional writes, as the bucket manifest uses them.
+	loc := mustParse(t, "azblob://data/m/lock")
+	etag, err := st.Create(ctx, loc, []byte("one"))
+	if err != nil || etag == "" {
+		t.Fatalf("Create: %q, %v", etag, err)
+	}
+	if _, err := st.Create(ctx, loc, []byte("two")); !errors.Is(err, objstore.ErrPrecondition) {
+		t.Errorf("Create over a blob: %v; want ErrPrecondition", err)
+	}
+	etag2, err := st.Update(ctx, loc, []byte("three"), etag)
+	if err != nil || etag2 == etag {
+		t.Fatalf("Update with the current ETag: %q, %v", etag2, err)
+	}
+	if _, err := st.Update(ctx, loc, []byte("four"), etag); !errors.Is(err, objstore.ErrPrecondition) {
+		t.Errorf("Update with a stale ETag: %v; want ErrPrecondition", err)
+	}
+	cur, err := st.Stat(ctx, loc)
+	if err != nil || cur.ETag != etag2 {
+		t.Errorf("after the lost update: ETag %q, %v; want %q", cur.ETag, err, etag2)
+	}
+
+	// A blob rewritten after it was listed fails its reads, never mixing versions.
+	srv.Put(t, "data", "t/big.bin", []byte("rewritten"))
+	if _, err := r.ReadAt(make([]byte, 10), 100); !errors.Is(err, objstore.ErrChanged) {
+		t.Errorf("reading the old version: %v; want ErrChanged", err)
+	}
+	if _, err := r.Stream(ctx, 0); !errors.Is(err, objstore.ErrChanged) {
+		t.Errorf("streaming the old version: %v; want ErrChanged", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/aws/smithy-go"
 	"gocloud.dev/gcerrors"
 )
@@ -83,17 +84,22 @@ func classify(loc Location, op string, err error) error {
 	}
 	e := &Error{URL: loc.String(), Op: op, Err: err}
 	var ae smithy.APIError
-	if errors.As(err, &ae) {
+	var re *azcore.ResponseError
+	switch {
+	case errors.As(err, &ae):
 		e.Code = ae.ErrorCode()
+	case errors.As(err, &re):
+		e.Code = re.ErrorCode // Azure's x-ms-error-code, HEAD requests included
 	}
 	switch e.Code {
-	case "SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "AllAccessDisabled":
+	case "SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "AllAccessDisabled", // S3
+		"AuthenticationFailed", "AuthorizationFailure", "AuthorizationPermissionMismatch", "InsufficientAccountPermissions": // Azure
 		e.Kind = ErrAccessDenied
 		return e
-	case "NoSuchBucket":
+	case "NoSuchBucket", "ContainerNotFound":
 		e.Kind = ErrNoSuchBucket
 		return e
-	case "NoSuchKey":
+	case "NoSuchKey", "BlobNotFound":
 		e.Kind = ErrNotFound
 		return e
 	}

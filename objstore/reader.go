@@ -81,6 +81,12 @@ func (r *Reader) readErr(ctx context.Context, err error, off, n int64) error {
 	var e *Error
 	if errors.As(err, &e) && errors.Is(e.Kind, ErrPrecondition) {
 		e.Kind = ErrChanged // the If-Match of a read: another version is there now
+		// or none: some stores (Azure) answer a conditional read of a deleted object with 412 too
+		var se *Error
+		if _, serr := r.s.Stat(ctx, r.obj.Loc); ctx.Err() == nil && errors.As(serr, &se) &&
+			(errors.Is(se.Kind, ErrNotFound) || errors.Is(se.Kind, ErrNoSuchBucket)) {
+			e.Kind, e.Code = se.Kind, se.Code
+		}
 	}
 	if errors.As(err, &e) && e.Kind == nil && r.obj.Loc.Scheme == SchemeS3 && e.Code == "InvalidRange" {
 		e.Kind = ErrTruncated

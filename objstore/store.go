@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ type options struct {
 	maxBackoff  time.Duration
 	parallel    int
 	rangeBytes  int64
+	listPage    int
 }
 
 // WithMaxAttempts sets how many times the SDK's retryer tries a request that fails transiently (5xx,
@@ -70,6 +72,16 @@ func WithRangeBytes(n int64) Option {
 	return func(o *options) { o.rangeBytes = max(n, 64<<10) }
 }
 
+// WithListPageSize sets how many entries one list request asks for. Default 1000 (the most S3
+// returns); values below 1 mean the default.
+func WithListPageSize(n int) Option {
+	return func(o *options) {
+		if n > 0 {
+			o.listPage = n
+		}
+	}
+}
+
 // Store opens buckets by URL and counts the requests and bytes of everything read through it. The
 // zero value is not usable; use New. Close closes the buckets it opened.
 type Store struct {
@@ -93,7 +105,7 @@ type bucketEntry struct {
 
 // New returns a Store.
 func New(opts ...Option) *Store {
-	o := options{maxAttempts: 5, maxBackoff: 5 * time.Second, parallel: 8, rangeBytes: 8 << 20}
+	o := options{maxAttempts: 5, maxBackoff: 5 * time.Second, parallel: 8, rangeBytes: 8 << 20, listPage: 1000}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -263,7 +275,7 @@ func (s *Store) Stat(ctx context.Context, loc Location) (Object, error) {
 func (s *Store) classify(ctx context.Context, b *blob.Bucket, loc Location, op string, err error) error {
 	err = classify(loc, op, err)
 	var e *Error
-	if errors.As(err, &e) && errors.Is(e.Kind, ErrNotFound) && e.Code != "NoSuchKey" && ctx.Err() == nil {
+	if errors.As(err, &e) && errors.Is(e.Kind, ErrNotFound) && e.Code != "NoSuchKey" && e.Code != "BlobNotFound" && ctx.Err() == nil {
 		s.requests.Add(1)
 		if ok, xerr := b.IsAccessible(ctx); xerr == nil && !ok {
 			e.Kind, e.Code = ErrNoSuchBucket, "NoSuchBucket"
@@ -291,7 +303,7 @@ func (s *Store) walk(ctx context.Context, b *blob.Bucket, loc Location, prefix s
 			return err
 		}
 		s.requests.Add(1)
-		page, next, err := b.ListPage(ctx, token, 1000, &blob.ListOptions{Prefix: prefix, Delimiter: "/"})
+		page, next, err := b.ListPage(ctx, token, s.opts.listPage, &blob.ListOptions{Prefix: prefix, Delimiter: "/"})
 		if err != nil && !errors.Is(err, io.EOF) {
 			return s.classify(ctx, b, loc.Child(prefix), "list", err)
 		}
@@ -337,7 +349,10 @@ func (s *Store) write(ctx context.Context, loc Location, data []byte, opts *blob
 	opts.ContentType = "application/octet-stream"
 	opts.BufferSize = max(len(data)+1, 5<<20) // one request: a multipart upload would drop the condition
 	s.requests.Add(1)
-	if err := b.WriteAll(ctx, loc.Key, data, opts); err != nil {
+	// Upload without ContentMD5, not WriteAll: gocloud's azureblob writer panics closing its pipe
+	// after a failed (conditional) write fed through Write; the driver's Upload takes the bytes in
+	// one call (and gocloud uses it only when it is not checking an MD5 itself).
+	if err := b.Upload(ctx, loc.Key, bytes.NewReader(data), opts); err != nil {
 		return "", s.classify(ctx, b, loc, "write", err)
 	}
 	o, err := s.Stat(ctx, loc)

@@ -55,6 +55,25 @@ func (b *Budget) Acquire(ctx context.Context, n int64) error {
 	return nil
 }
 
+// TryAcquire takes n bytes only if they fit at once and the bytes held then are at most limit, and
+// reports whether it took them. It never waits, and never goes ahead of an Acquire that is waiting.
+// Readers use it to fetch ahead with bytes nobody else is asking for.
+func (b *Budget) TryAcquire(n, limit int64) bool {
+	if n < 0 {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	// Acquire adds to used after its semaphore wait, outside mu, so used may lag the semaphore by
+	// Acquires in that window: the semaphore still keeps the total within max. What this adds to used
+	// is counted at once, so the bytes taken here never sum past limit.
+	if b.used+n > min(limit, b.max) || !b.sem.TryAcquire(n) {
+		return false
+	}
+	b.used += n
+	return true
+}
+
 // Release returns n bytes. Releasing more than is held is a programming error and panics.
 func (b *Budget) Release(n int64) {
 	if n < 0 {

@@ -238,3 +238,36 @@ func TestBudgetMax(t *testing.T) {
 		}
 	}
 }
+
+func TestBudgetTryAcquire(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := partitioner.NewBudget(100)
+		if !b.TryAcquire(30, 50) || b.InUse() != 30 {
+			t.Fatalf("TryAcquire(30, 50) on an idle budget: held %d; want it taken", b.InUse())
+		}
+		if b.TryAcquire(30, 50) {
+			t.Fatal("TryAcquire(30, 50) with 30 held: taken; want refused (60 > limit 50)")
+		}
+		if !b.TryAcquire(20, 50) || b.InUse() != 50 {
+			t.Fatalf("TryAcquire(20, 50) with 30 held: held %d; want 50", b.InUse())
+		}
+		if b.TryAcquire(60, 1000) || b.TryAcquire(-1, 1000) {
+			t.Fatal("TryAcquire past the budget's size, or of a negative count: taken; want refused")
+		}
+		// A waiting Acquire is never overtaken, even by bytes that would fit.
+		done := acquireAsync(t.Context(), b, 60)
+		synctest.Wait()
+		if _, ok := finished(done); ok {
+			t.Fatal("Acquire(60) with 50 of 100 held returned; want it to wait")
+		}
+		if b.TryAcquire(1, 1000) {
+			t.Fatal("TryAcquire(1) while an Acquire waits: taken; want refused")
+		}
+		b.Release(50)
+		synctest.Wait()
+		if err, ok := finished(done); !ok || err != nil || b.InUse() != 60 {
+			t.Fatalf("after Release: Acquire(60) = %v, returned %t, held %d; want nil, true, 60", err, ok, b.InUse())
+		}
+		b.Release(60)
+	})
+}

@@ -26,8 +26,10 @@
 // URL, and it carries its ETag and its objstore.Store, through which Open reads that version of it
 // only (a rewritten object fails with objstore.ErrChanged). A Parquet object's footer comes with one
 // suffix-range request and each row group's column chunks with merged, parallel ranged GETs, held
-// in WithPrefetchBudget; an Arrow IPC file's units are prefetched alike; CSV and IPC streams are read
-// in order with read-ahead, and an object CSV is one unit.
+// in WithPrefetchBudget; an Arrow IPC file's units are prefetched alike (a unit's record batches in
+// one GET). Told which units will be read (ReadAheader), these sources fetch the next unit while
+// the current ones decode, with bytes the budget lends at once. CSV and IPC streams are read in
+// order with read-ahead, and an object CSV is one unit.
 //
 // # Formats
 //

@@ -32,6 +32,7 @@ type ipcFileSource struct {
 	// prefetch.
 	dicts, records []ipcguard.Block
 	blocksOK       bool
+	ahead          *readAhead // fetches an object's units; nil for a local file
 	mem            memory.Allocator
 	schema         *arrow.Schema
 	batches        int
@@ -91,6 +92,9 @@ func openIPCFile(ctx context.Context, f File, cfg *config) (src unitSource, err 
 		per := max(int64(1), f.Size/int64(s.batches))
 		s.group = int(max(int64(1), min(int64(s.batches), s.cfg.batchBytes/per)))
 	}
+	if s.obj != nil {
+		s.ahead = newReadAhead(s.obj, cfg, s.unitRanges)
+	}
 	for i, start := 0, 0; start < s.batches; i, start = i+1, start+s.group {
 		n := min(s.group, s.batches-start)
 		rows := int64(0)
@@ -109,7 +113,18 @@ func openIPCFile(ctx context.Context, f File, cfg *config) (src unitSource, err 
 func (s *ipcFileSource) File() File            { return s.f }
 func (s *ipcFileSource) Schema() *arrow.Schema { return s.schema }
 func (s *ipcFileSource) Units() []Unit         { return append([]Unit(nil), s.units...) }
-func (s *ipcFileSource) Close() error          { return s.fh.Close() }
+func (s *ipcFileSource) readAhead(units []int) {
+	if s.ahead != nil {
+		s.ahead.plan(units)
+	}
+}
+
+func (s *ipcFileSource) Close() error {
+	if s.ahead != nil {
+		s.ahead.close()
+	}
+	return s.fh.Close()
+}
 
 // batchRange returns the record batches [first, end) that unit covers.
 func (s *ipcFileSource) batchRange(unit int) (int, int) {
@@ -142,7 +157,7 @@ func (s *ipcFileSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 	first, end := s.batchRange(unit)
 	var ra io.ReaderAt = s.fh
 	if s.obj != nil {
-		pf, release, err := s.prefetch(ctx, first, end)
+		pf, release, err := s.ahead.take(ctx, unit)
 		if err != nil {
 			return err
 		}

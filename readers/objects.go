@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 
 	"github.com/bmatcuk/doublestar/v4"
 
@@ -23,22 +24,35 @@ func WithObjectStore(s *objstore.Store) DiscoverOption {
 }
 
 // PrefetchBudget is the byte budget that bytes read ahead of decoding are counted in (the load's
-// in-flight budget). Acquire blocks until n bytes fit or ctx ends; Release returns them.
+// in-flight budget). Acquire blocks until n bytes fit or ctx ends; Release returns them. TryAcquire
+// takes n bytes only if they fit at once and the bytes held then are at most limit, never waiting:
+// it lends the bytes that fetch units before their ReadUnit (see ReadAheader).
 type PrefetchBudget interface {
 	Acquire(ctx context.Context, n int64) error
+	TryAcquire(n, limit int64) bool
 	Release(n int64)
 }
 
-// WithPrefetchBudget counts in b the bytes an object-store Parquet row group prefetches, from
-// before its GETs until it is decoded. Each prefetch counts at most cap bytes (a row group larger
-// than that is counted as cap), so that units reading at once cannot hold the whole budget; cap
-// below 1 counts every byte. Default: no budget.
-func WithPrefetchBudget(b PrefetchBudget, cap int64) Option {
+// WithPrefetchBudget counts in b the bytes an object-store Parquet row group or Arrow IPC unit
+// prefetches, from before its GETs until it is decoded. Each prefetch counts at most cap bytes (a
+// row group larger than that is counted as cap), so that units reading at once cannot hold the
+// whole budget; cap below 1 counts every byte. Units are fetched ahead of their ReadUnit (see
+// ReadAheader) within ahead's limits. Default: no budget, nothing read ahead.
+func WithPrefetchBudget(b PrefetchBudget, cap int64, ahead AheadLimits) Option {
 	return func(c *config) {
 		if b != nil {
 			c.prefetch = cappedBudget{b, cap}
+			c.ahead = ahead
 		}
 	}
+}
+
+// AheadLimits bounds the fetches ahead of an object source's ReadUnits: at most Units of its units
+// fetched ahead and not yet read at once, each started only while the prefetch budget holds at most
+// Bytes (with it), so the bytes read ahead stay within Bytes. A zero field reads nothing ahead.
+type AheadLimits struct {
+	Units int
+	Bytes int64
 }
 
 type cappedBudget struct {
@@ -53,7 +67,151 @@ func (c cappedBudget) size(n int64) int64 {
 	return n
 }
 func (c cappedBudget) Acquire(ctx context.Context, n int64) error { return c.b.Acquire(ctx, c.size(n)) }
+func (c cappedBudget) TryAcquire(n, limit int64) bool             { return c.b.TryAcquire(c.size(n), limit) }
 func (c cappedBudget) Release(n int64)                            { c.b.Release(c.size(n)) }
+
+// ReadAheader is implemented by every Source Open returns. ReadAhead says which units the caller
+// will read, in the order it will start them. An object-store Parquet or Arrow IPC file then fetches
+// the first of them at once, and each ReadUnit starts fetching the next one not yet started while it
+// decodes its own, so the decoders do not wait for the store (within AheadLimits, and only with
+// bytes the prefetch budget lends at once: see WithPrefetchBudget). Units not named are never
+// fetched ahead. Other sources ignore it. Call it once, before the first ReadUnit; Close releases
+// what was fetched ahead and not read.
+type ReadAheader interface {
+	ReadAhead(units []int)
+}
+
+// readAhead fetches an object source's units before their ReadUnit asks for them.
+type readAhead struct {
+	obj    *objstore.Reader
+	budget PrefetchBudget // what units' fetches count in (nil: none, and nothing is read ahead)
+	limits AheadLimits
+	ranges func(unit int) ([]objstore.Range, int64, error)
+
+	ctx    context.Context // ends at close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the fetches ahead, and the waits of abandoned ones
+
+	mu      sync.Mutex
+	order   []int // the units the caller will read, in order; order[:pos] are started or fetched
+	pos     int
+	started map[int]bool
+	jobs    map[int]*aheadJob // fetched (or being fetched) ahead and not yet taken
+	closed  bool
+}
+
+// aheadJob is one unit's fetch ahead: pf and err are set when done is closed.
+type aheadJob struct {
+	done chan struct{}
+	size int64
+	pf   *objstore.Prefetched
+	err  error
+}
+
+func newReadAhead(obj *objstore.Reader, cfg *config, ranges func(unit int) ([]objstore.Range, int64, error)) *readAhead {
+	a := &readAhead{obj: obj, budget: cfg.prefetch, limits: cfg.ahead, ranges: ranges, started: map[int]bool{}, jobs: map[int]*aheadJob{}}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	return a
+}
+
+// plan records the units the caller will read and starts fetching the first.
+func (a *readAhead) plan(units []int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.order != nil || a.budget == nil || a.limits.Units <= 0 || a.limits.Bytes <= 0 {
+		return
+	}
+	a.order = append([]int{}, units...)
+	a.next()
+}
+
+// next starts fetching the next units of the plan not yet started, while fewer than the limit are
+// fetched ahead and untaken and the budget lends their bytes at once (a later start tries again).
+func (a *readAhead) next() {
+	for !a.closed && len(a.jobs) < a.limits.Units {
+		for a.pos < len(a.order) && a.started[a.order[a.pos]] {
+			a.pos++
+		}
+		if a.pos == len(a.order) {
+			return
+		}
+		unit := a.order[a.pos]
+		ranges, size, err := a.ranges(unit)
+		if err != nil || !a.budget.TryAcquire(size, a.limits.Bytes) {
+			return // the unit's ReadUnit fetches it, and reports the error
+		}
+		a.pos++
+		job := &aheadJob{done: make(chan struct{}), size: size}
+		a.jobs[unit] = job
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			defer close(job.done)
+			job.pf, job.err = a.obj.Prefetch(a.ctx, ranges, prefetchGap)
+			if job.err != nil {
+				a.budget.Release(size)
+			}
+		}()
+	}
+}
+
+// take returns unit's bytes and the release of their budget: the fetch ahead when there is one,
+// else a fetch of its own (also when the fetch ahead failed: an error that persists is the
+// unit's). It starts the fetch ahead of the next unit.
+func (a *readAhead) take(ctx context.Context, unit int) (io.ReaderAt, func(), error) {
+	a.mu.Lock()
+	a.started[unit] = true
+	job := a.jobs[unit]
+	delete(a.jobs, unit)
+	a.next()
+	a.mu.Unlock()
+	if job != nil {
+		select {
+		case <-job.done:
+		case <-ctx.Done():
+			a.abandon(job)
+			return nil, nil, ctx.Err()
+		}
+		if job.err == nil {
+			var once sync.Once
+			return job.pf, func() { once.Do(func() { a.budget.Release(job.size) }) }, nil
+		}
+	}
+	ranges, size, err := a.ranges(unit)
+	if err != nil {
+		return nil, nil, err
+	}
+	return fetchCounted(ctx, a.obj, a.budget, ranges, size)
+}
+
+// abandon releases a taken fetch's bytes once it ends, for a ReadUnit that stopped waiting.
+func (a *readAhead) abandon(job *aheadJob) {
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		<-job.done
+		if job.err == nil {
+			a.budget.Release(job.size)
+		}
+	}()
+}
+
+// close stops the fetches ahead, waits for them and releases the bytes of those not taken. No
+// take may run at the same time or after.
+func (a *readAhead) close() {
+	a.mu.Lock()
+	a.closed = true
+	jobs := a.jobs
+	a.jobs = nil
+	a.mu.Unlock()
+	a.cancel()
+	a.wg.Wait()
+	for _, job := range jobs {
+		if job.err == nil {
+			a.budget.Release(job.size)
+		}
+	}
+}
 
 // object is the objstore view of an object-store File.
 func (f File) object() (objstore.Object, error) {
@@ -232,16 +390,16 @@ const footerGuess = 64 << 10
 // request of two.
 const prefetchGap = 64 << 10
 
-// prefetch fetches the column chunks of row group unit with as few GETs as the store's range size
-// allows (adjacent chunks merged), in parallel, counted in the prefetch budget until release.
-func (s *parquetSource) prefetch(ctx context.Context, unit int) (io.ReaderAt, func(), error) {
+// unitRanges returns the byte ranges of row group unit's column chunks and how many bytes they
+// hold (at most the object's size), for its prefetch.
+func (s *parquetSource) unitRanges(unit int) ([]objstore.Range, int64, error) {
 	rg := s.meta.RowGroup(unit)
 	var ranges []objstore.Range
 	var total int64
 	for c := 0; c < rg.NumColumns(); c++ {
 		cc, err := rg.ColumnChunk(c)
 		if err != nil {
-			return nil, nil, corrupt(err)
+			return nil, 0, corrupt(err)
 		}
 		off := cc.DataPageOffset()
 		if cc.HasDictionaryPage() && cc.DictionaryPageOffset() > 0 && cc.DictionaryPageOffset() < off {
@@ -254,7 +412,7 @@ func (s *parquetSource) prefetch(ctx context.Context, unit int) (io.ReaderAt, fu
 		ranges = append(ranges, objstore.Range{Off: off, Len: n})
 		total += n
 	}
-	return fetchCounted(ctx, s.obj, s.cfg.prefetch, ranges, min(total, s.f.Size))
+	return ranges, min(total, s.f.Size), nil
 }
 
 // fetchCounted fetches ranges of obj with merged parallel ranged GETs, after taking size bytes from
@@ -275,11 +433,13 @@ func fetchCounted(ctx context.Context, obj *objstore.Reader, b PrefetchBudget, r
 	return pf, release, nil
 }
 
-// prefetch fetches the messages of record batches [first, end) of an Arrow IPC object and its
-// dictionaries, as its footer places them (or, when the footer cannot be read here, their even
-// share of the object widened by a batch's share each side), with merged parallel ranged GETs
-// counted in the prefetch budget until release. A read outside them costs a GET of its own.
-func (s *ipcFileSource) prefetch(ctx context.Context, first, end int) (io.ReaderAt, func(), error) {
+// unitRanges returns the byte ranges of unit's record batch messages and the file's dictionaries,
+// as its footer places them (or, when the footer cannot be read here, their even share of the
+// object widened by a batch's share each side), and how many bytes they hold. The batches of a unit
+// lie next to each other, so a unit is one GET (or parts of one, fetched in parallel). A read
+// outside them costs a GET of its own.
+func (s *ipcFileSource) unitRanges(unit int) ([]objstore.Range, int64, error) {
+	first, end := s.batchRange(unit)
 	var ranges []objstore.Range
 	if s.blocksOK && end <= len(s.records) {
 		for _, b := range append(append([]ipcguard.Block(nil), s.dicts...), s.records[first:end]...) {
@@ -296,7 +456,7 @@ func (s *ipcFileSource) prefetch(ctx context.Context, first, end int) (io.Reader
 	for _, r := range ranges {
 		total += r.Len
 	}
-	return fetchCounted(ctx, s.obj, s.cfg.prefetch, ranges, min(total, s.f.Size))
+	return ranges, min(total, s.f.Size), nil
 }
 
 // openStream opens f for a sequential read from its start: the bytes to check at random (local:

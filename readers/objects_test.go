@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -130,7 +131,7 @@ func TestObjectReadsLikeLocal(t *testing.T) {
 			}
 			req0, bytes0 := st.Stats()
 			budget := &countingBudget{}
-			src, err := readers.Open(ctx, files[0], readers.WithAllocator(mem), readers.WithPrefetchBudget(budget, 0), readers.WithBatchBytes(64<<10))
+			src, err := readers.Open(ctx, files[0], readers.WithAllocator(mem), readers.WithPrefetchBudget(budget, 0, readers.AheadLimits{}), readers.WithBatchBytes(64<<10))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,14 +163,219 @@ func TestObjectReadsLikeLocal(t *testing.T) {
 	}
 }
 
-type countingBudget struct{ held, max int64 }
+// countingBudget is a PrefetchBudget that never makes anyone wait and counts what it lends.
+type countingBudget struct {
+	mu          sync.Mutex
+	held, max   int64
+	tries, lent int // TryAcquire calls, and those that took bytes
+}
 
 func (b *countingBudget) Acquire(_ context.Context, n int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.held += n
 	b.max = max(b.max, b.held)
 	return nil
 }
-func (b *countingBudget) Release(n int64) { b.held -= n }
+
+func (b *countingBudget) TryAcquire(n, limit int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tries++
+	if b.held+n > limit {
+		return false
+	}
+	b.lent++
+	b.held += n
+	b.max = max(b.max, b.held)
+	return true
+}
+
+func (b *countingBudget) Release(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.held -= n
+}
+
+func (b *countingBudget) counts() (held, max int64, tries, lent int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held, b.max, b.tries, b.lent
+}
+
+// TestObjectIPCRequests pins the GETs of an Arrow IPC file object read through its units, on the
+// real server: one suffix-range GET for the footer, then exactly one GET per unit however many
+// record batches it holds, each unit fetched ahead of its ReadUnit (ReadAhead) and none fetched
+// twice or in vain; units left out of ReadAhead are never fetched; what is fetched ahead and not
+// read is released at Close; a cancelled ReadUnit waiting for its fetch returns at once.
+func TestObjectIPCRequests(t *testing.T) {
+	srv, st := objectStore(t)
+	local := filepath.Join(t.TempDir(), "f.arrow")
+	const batches, batchRows = 8, 2000
+	if err := fixture.WriteIPC(local, 0, batches*batchRows, batchRows, false); err != nil {
+		t.Fatal(err)
+	}
+	srv.PutFile(t, "data", "f.arrow", local)
+	ctx := context.Background()
+	files, err := readers.Discover(ctx, []string{"s3://data/f.arrow"}, readers.WithObjectStore(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := files[0]
+	per := f.Size / batches // batchBytes of a unit per record batch
+	if per < 2*64<<10 {
+		t.Fatalf("record batches of %d bytes: the test wants each larger than twice the footer's 64 KiB read", per)
+	}
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	lsrc, err := readers.Open(ctx, readers.File{Path: local}, readers.WithAllocator(mem), readers.WithBatchBytes(per))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := collect(t, lsrc, 0)
+	defer want.Release()
+	lsrc.Close()
+
+	// open returns the object's source, units of batchBytes, and the requests and bytes its Open took.
+	open := func(t *testing.T, budget *countingBudget, batchBytes int64, depth int) (readers.Source, int64) {
+		t.Helper()
+		req0, _ := st.Stats()
+		src, err := readers.Open(ctx, f, readers.WithAllocator(mem), readers.WithBatchBytes(batchBytes),
+			readers.WithPrefetchBudget(budget, 0, readers.AheadLimits{Units: depth, Bytes: 1 << 40}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, _ := st.Stats()
+		if req-req0 != 1 {
+			t.Errorf("Open made %d requests; want 1 (the footer, in one suffix-range GET)", req-req0)
+		}
+		return src, req
+	}
+	readUnits := func(t *testing.T, src readers.Source, units []int) arrow.RecordBatch {
+		t.Helper()
+		var recs []arrow.RecordBatch
+		for _, u := range units {
+			err := src.ReadUnit(ctx, u, func(rec arrow.RecordBatch) error {
+				rec.Retain()
+				recs = append(recs, rec)
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("ReadUnit(%d) = %v", u, err)
+			}
+		}
+		defer func() {
+			for _, r := range recs {
+				r.Release()
+			}
+		}()
+		return concatRecords(t, src.Schema(), recs)
+	}
+	for _, c := range []struct {
+		name       string
+		batchBytes int64
+		units      int   // the file's units
+		read       []int // the units read, all of them named in ReadAhead
+		depth      int   // units fetched ahead at once
+	}{
+		{"a batch a unit", per, batches, []int{0, 1, 2, 3, 4, 5, 6, 7}, 3},
+		{"four batches a unit", f.Size / 2, 2, []int{0, 1}, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			budget := &countingBudget{}
+			src, req0 := open(t, budget, c.batchBytes, c.depth)
+			if len(src.Units()) != c.units {
+				t.Fatalf("%d units; want %d", len(src.Units()), c.units)
+			}
+			src.(readers.ReadAheader).ReadAhead(c.read)
+			got := readUnits(t, src, c.read)
+			defer got.Release()
+			if err := src.Close(); err != nil {
+				t.Fatal(err)
+			}
+			req, _ := st.Stats()
+			if req-req0 != int64(c.units) {
+				t.Errorf("%d GETs for %d units of %d record batches; want one per unit", req-req0, c.units, batches)
+			}
+			if !array.RecordEqual(got, want) {
+				t.Error("the object's rows differ from the local file's")
+			}
+			held, most, _, lent := budget.counts()
+			if held != 0 || most <= 0 || lent == 0 {
+				t.Errorf("budget: %d held at the end, %d at most, %d units fetched ahead; want 0, some, some", held, most, lent)
+			}
+		})
+	}
+	t.Run("units left out", func(t *testing.T) {
+		budget := &countingBudget{}
+		src, req0 := open(t, budget, per, 2)
+		_, bytes0 := st.Stats()
+		read := []int{1, 4, 6}
+		src.(readers.ReadAheader).ReadAhead(read)
+		got := readUnits(t, src, read)
+		got.Release()
+		if err := src.Close(); err != nil {
+			t.Fatal(err)
+		}
+		req, byt := st.Stats()
+		var unitBytes int64
+		for _, u := range read {
+			unitBytes += src.Units()[u].Bytes
+		}
+		if req-req0 != int64(len(read)) || float64(byt-bytes0) > 1.05*float64(unitBytes) {
+			t.Errorf("reading units %v of %d: %d GETs of %d bytes; want %d GETs of about %d bytes", read, batches, req-req0, byt-bytes0, len(read), unitBytes)
+		}
+		if held, _, _, lent := budget.counts(); held != 0 || lent == 0 {
+			t.Errorf("budget: %d held at the end, %d units fetched ahead; want 0 and some", held, lent)
+		}
+	})
+	t.Run("closed with units fetched ahead", func(t *testing.T) {
+		budget := &countingBudget{}
+		src, _ := open(t, budget, per, 1)
+		src.(readers.ReadAheader).ReadAhead([]int{0, 1, 2})
+		readUnits(t, src, []int{0}).Release()
+		if err := src.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if held, _, _, lent := budget.counts(); held != 0 || lent < 2 {
+			t.Errorf("budget: %d held after Close, %d units fetched ahead; want 0 and at least 2", held, lent)
+		}
+	})
+	t.Run("cancelled", func(t *testing.T) {
+		budget := &countingBudget{}
+		src, _ := open(t, budget, per, 1)
+		src.(readers.ReadAheader).ReadAhead([]int{0, 1})
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := src.ReadUnit(cctx, 0, func(arrow.RecordBatch) error { return nil }); !errors.Is(err, context.Canceled) {
+			t.Errorf("ReadUnit with a cancelled context = %v; want context.Canceled", err)
+		}
+		if err := src.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if held, _, _, _ := budget.counts(); held != 0 {
+			t.Errorf("budget: %d held after Close; want 0", held)
+		}
+	})
+	t.Run("budget lends nothing", func(t *testing.T) {
+		budget := &countingBudget{}
+		req0, _ := st.Stats()
+		src, err := readers.Open(ctx, f, readers.WithAllocator(mem), readers.WithBatchBytes(per), readers.WithPrefetchBudget(budget, 0, readers.AheadLimits{Units: 2, Bytes: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.(readers.ReadAheader).ReadAhead([]int{0, 1, 2, 3, 4, 5, 6, 7})
+		got := readUnits(t, src, []int{0, 1, 2, 3, 4, 5, 6, 7})
+		defer got.Release()
+		src.Close()
+		req, _ := st.Stats()
+		held, most, tries, lent := budget.counts()
+		if lent != 0 || tries == 0 || held != 0 || most <= 0 || req-req0 != 1+batches || !array.RecordEqual(got, want) {
+			t.Errorf("a budget that lends nothing ahead: %d of %d tries lent, %d held, %d most, %d requests; want 0 lent, each unit fetched by its ReadUnit once, the same rows",
+				lent, tries, held, most, req-req0)
+		}
+	})
+}
 
 func TestObjectChangedOrGoneAfterListing(t *testing.T) {
 	srv, st := objectStore(t)

@@ -30,6 +30,7 @@ type parquetSource struct {
 	cfg    *config
 	fh     readerAtCloser
 	obj    *objstore.Reader // fh, when the file is an object; nil for local files
+	ahead  *readAhead       // fetches an object's row groups; nil for local files
 	meta   *metadata.FileMetaData
 	schema *arrow.Schema
 	units  []Unit
@@ -85,6 +86,9 @@ func openParquet(ctx context.Context, f File, cfg *config) (src unitSource, err 
 		return nil, ErrEncrypted
 	}
 	s := &parquetSource{f: f, cfg: cfg, fh: fh, obj: obj, pages: bufpool.NewUnzeroed()}
+	if obj != nil {
+		s.ahead = newReadAhead(obj, cfg, s.unitRanges)
+	}
 	s.mem = limitAllocator(cfg, f.Size)
 	err = guard(func() error {
 		rdr, err := file.NewParquetReader(io.NewSectionReader(fh, 0, f.Size), file.WithReadProps(readerProps(nil)))
@@ -163,7 +167,18 @@ func checkEncryption(meta *metadata.FileMetaData) error {
 func (s *parquetSource) File() File            { return s.f }
 func (s *parquetSource) Schema() *arrow.Schema { return s.schema }
 func (s *parquetSource) Units() []Unit         { return append([]Unit(nil), s.units...) }
-func (s *parquetSource) Close() error          { return s.fh.Close() }
+func (s *parquetSource) readAhead(units []int) {
+	if s.ahead != nil {
+		s.ahead.plan(units)
+	}
+}
+
+func (s *parquetSource) Close() error {
+	if s.ahead != nil {
+		s.ahead.close()
+	}
+	return s.fh.Close()
+}
 
 // firstBatchRows caps a row group's first batch, before decoded sizes are known.
 const firstBatchRows = 4096
@@ -216,7 +231,7 @@ func (s *parquetSource) readUnit(ctx context.Context, unit int, fn func(arrow.Re
 	mem := s.mem
 	var fh io.ReaderAt = s.fh
 	if s.obj != nil {
-		pf, release, err := s.prefetch(ctx, unit)
+		pf, release, err := s.ahead.take(ctx, unit)
 		if err != nil {
 			return err
 		}

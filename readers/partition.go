@@ -20,6 +20,8 @@ type partSource struct {
 	mem    memory.Allocator
 }
 
+func (s *partSource) readAhead(units []int) { planAhead(s.unitSource, units) }
+
 // withPartitions wraps src when its file has partition values that are not already columns.
 func withPartitions(src unitSource, cfg *config) (unitSource, error) {
 	f := src.File()

@@ -341,6 +341,8 @@ type plainSource struct {
 	cfg    *config
 }
 
+func (s *plainSource) readAhead(units []int) { planAhead(s.unitSource, units) }
+
 // withPlain wraps src when its schema has encodings or views.
 func withPlain(src unitSource, cfg *config) (unitSource, error) {
 	ps := plainSchema(src.Schema())

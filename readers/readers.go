@@ -125,6 +125,18 @@ type unitSource interface {
 	unitName() string
 }
 
+// aheadPlanner is a unitSource that reads units ahead (see ReadAheader); wrappers pass it on.
+type aheadPlanner interface {
+	readAhead(units []int)
+}
+
+// planAhead passes units to src when it reads ahead.
+func planAhead(src unitSource, units []int) {
+	if p, ok := src.(aheadPlanner); ok {
+		p.readAhead(units)
+	}
+}
+
 var (
 	_ unitSource = (*parquetSource)(nil)
 	_ unitSource = (*ipcFileSource)(nil)
@@ -138,6 +150,11 @@ var (
 // source is the Source that Open returns: a unitSource whose ReadUnit marks fn's errors as the
 // caller's and wraps every other error in a *FileError naming the file and unit (see unitError).
 type source struct{ unitSource }
+
+var _ ReadAheader = source{}
+
+// ReadAhead tells the source which units the caller will read (see ReadAheader).
+func (s source) ReadAhead(units []int) { planAhead(s.unitSource, units) }
 
 func (s source) ReadUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
 	return unitError(s.File().Path, unit, s.unitName(), s.readUnit(ctx, unit, callerFn(fn)))
@@ -251,6 +268,7 @@ type config struct {
 	decodeHook    func(start bool) // tests: called as each column decode job starts and ends
 	csvUnitBytes  int64            // tests: the nominal size of a CSV unit instead of csvUnitStarts' policy
 	prefetch      PrefetchBudget   // counts the bytes of object reads held ahead of decoding; nil: none
+	ahead         AheadLimits      // how far object units are fetched ahead; zero: not at all
 }
 
 const defaultBatchBytes = 8 << 20

@@ -14,6 +14,7 @@ import (
 // ratio (bucket ÷ local, target ≥ 0.8), the requests per file and the read amplification (object
 // bytes read ÷ object bytes). It runs only when LOADER_BENCH_OBJECTS is set (it is a benchmark,
 // not a test: it asserts no timing), and writes the figures to $LOADER_BENCH_OBJECTS_OUT if set.
+// LOADER_BENCH_OBJECTS_FORMATS (a comma-separated list, e.g. "ipc") measures only those formats.
 func TestBenchObjects(t *testing.T) {
 	if os.Getenv("LOADER_BENCH_OBJECTS") == "" {
 		t.Skip("a benchmark: run `make bench-objects`")
@@ -26,8 +27,14 @@ func TestBenchObjects(t *testing.T) {
 	srv := objectsServer(t)
 	wh := t.TempDir()
 	formats := []string{"parquet", "csv", "ipc"}
+	if v := os.Getenv("LOADER_BENCH_OBJECTS_FORMATS"); v != "" {
+		formats = strings.Split(v, ",")
+	}
 	dirs := map[string]string{}
-	for _, format := range formats {
+	for _, format := range append([]string{"parquet"}, formats...) {
+		if dirs[format] != "" {
+			continue
+		}
 		dir := filepath.Join(t.TempDir(), format)
 		mustLoader(t, "generate", "--out", dir, "--rows", strconv.FormatInt(rows, 10), "--files", "8", "--format", format)
 		dirs[format] = dir

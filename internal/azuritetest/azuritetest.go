@@ -1,0 +1,203 @@
+package azuritetest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+)
+
+// The emulator's well-known development account (published in Azurite's documentation; it only
+// works against the emulator).
+const (
+	Account = "devstoreaccount1"
+	Key     = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+// Server is a running azurite-blob.
+type Server struct {
+	Host   string // 127.0.0.1:port
+	client *azblob.Client
+}
+
+// Binary returns the azurite-blob launcher: $LOADER_AZURITE, or bin/azurite/node_modules/.bin/azurite-blob
+// in the module root. The test is skipped, saying how to install it, when it or node is missing.
+func Binary(t testing.TB) string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("azurite: node is not installed (Azurite is an npm package)")
+	}
+	if p := os.Getenv("LOADER_AZURITE"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("azurite: LOADER_AZURITE=%s: %v", p, err)
+		}
+		return p
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skip("azurite: module root not found")
+		}
+		dir = parent
+	}
+	p := filepath.Join(dir, "bin", "azurite", "node_modules", ".bin", "azurite-blob")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("azurite is not installed (%s): run `make test-emulators`, which installs it with npm", p)
+	}
+	return p
+}
+
+var listening = regexp.MustCompile(`listens on http://(127\.0\.0\.1:\d+)`)
+
+// Start runs azurite-blob on a free loopback port, keeping its data in a temporary directory, until
+// the test ends.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin := Binary(t)
+	cmd := exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", "0", "--location", t.TempDir(),
+		"--disableTelemetry", "--skipApiVersionCheck", "--silent")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	host := make(chan string, 1)
+	var log bytes.Buffer
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		said := false
+		for sc.Scan() {
+			if said {
+				continue // keep draining, so the emulator never blocks on its output
+			}
+			log.WriteString(sc.Text() + "\n")
+			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
+				said = true
+				host <- m[1]
+			}
+		}
+		if !said {
+			host <- ""
+		}
+		_ = cmd.Wait()
+	}()
+	s := &Server{}
+	select {
+	case s.Host = <-host:
+		if s.Host == "" {
+			t.Fatalf("azurite exited before listening:\n%s", log.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("azurite did not listen within a minute")
+	}
+	cred, err := azblob.NewSharedKeyCredential(Account, Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.client, err = azblob.NewClientWithSharedKeyCredential(s.ServiceURL(), cred, nil); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// ServiceURL is the account's blob service URL.
+func (s *Server) ServiceURL() string { return "http://" + s.Host + "/" + Account }
+
+// Env sets the environment gocloud's azureblob (and so the loader) reads to reach the emulator as
+// the development account, for the rest of the test.
+func (s *Server) Env(t *testing.T) {
+	t.Helper()
+	t.Setenv("AZURE_STORAGE_ACCOUNT", Account)
+	t.Setenv("AZURE_STORAGE_KEY", Key)
+	t.Setenv("AZURE_STORAGE_DOMAIN", s.Host)
+	t.Setenv("AZURE_STORAGE_PROTOCOL", "http")
+	t.Setenv("AZURE_STORAGE_IS_LOCAL_EMULATOR", "true")
+	for _, v := range []string{"AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGEBLOB_CONNECTIONSTRING"} {
+		t.Setenv(v, "")
+	}
+}
+
+// CreateContainer creates a container.
+func (s *Server) CreateContainer(t testing.TB, name string) {
+	t.Helper()
+	if _, err := s.client.CreateContainer(context.Background(), name, nil); err != nil {
+		t.Fatalf("create container %s: %v", name, err)
+	}
+}
+
+// Put writes a blob and returns its ETag.
+func (s *Server) Put(t testing.TB, container, key string, data []byte) string {
+	t.Helper()
+	resp, err := s.client.UploadBuffer(context.Background(), container, key, data, nil)
+	if err != nil {
+		t.Fatalf("put azblob://%s/%s: %v", container, key, err)
+	}
+	return string(*resp.ETag)
+}
+
+// PutFile writes the file at path as a blob and returns its ETag.
+func (s *Server) PutFile(t testing.TB, container, key, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Put(t, container, key, data)
+}
+
+// PutDir writes every regular file under dir as a blob under prefix (its path below dir, with
+// slashes).
+func (s *Server) PutDir(t testing.TB, container, prefix, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		s.PutFile(t, container, prefix+filepath.ToSlash(rel), p)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ETag returns a blob's current ETag.
+func (s *Server) ETag(t testing.TB, container, key string) string {
+	t.Helper()
+	p, err := s.client.ServiceClient().NewContainerClient(container).NewBlobClient(key).GetProperties(context.Background(), nil)
+	if err != nil {
+		t.Fatalf("properties of azblob://%s/%s: %v", container, key, err)
+	}
+	return string(*p.ETag)
+}
+
+// String describes the server, for test logs.
+func (s *Server) String() string { return fmt.Sprintf("azurite at %s", s.Host) }
