@@ -7,10 +7,10 @@ import (
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/loaderproject/loader/internal/arrowcheck"
 	"github.com/loaderproject/loader/internal/ipcguard"
 	"github.com/loaderproject/loader/objstore"
 )
@@ -319,7 +319,7 @@ func validateRecord(rec arrow.RecordBatch) error {
 		if !validatable(col.DataType()) {
 			continue
 		}
-		if err := array.ValidateFull(col); err != nil {
+		if err := arrowcheck.Full(col); err != nil {
 			return fmt.Errorf("column %d (%s): %w", i, rec.ColumnName(i), err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/loaderproject/loader/internal/arrowcheck"
 	"github.com/loaderproject/loader/internal/ipcguard"
 	"github.com/loaderproject/loader/internal/memlimit"
 )
@@ -154,7 +155,7 @@ func (d *decoder) decode(header, body []byte) (rec arrow.RecordBatch, err error)
 }
 
 // checkBatchStructure runs arrow's full consistency checks, so later readers cannot index out of
-// range, with the UTF-8 checks of string values only when utf8Check is set (checkColumn).
+// range, with the UTF-8 checks of string values only when utf8Check is set (arrowcheck.Column).
 func checkBatchStructure(rec arrow.RecordBatch, utf8Check bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -165,7 +166,7 @@ func checkBatchStructure(rec arrow.RecordBatch, utf8Check bool) (err error) {
 		if int64(col.Len()) != rec.NumRows() {
 			return fmt.Errorf("column %q has %d values for %d rows", rec.Schema().Field(i).Name, col.Len(), rec.NumRows())
 		}
-		if err := checkColumn(col, utf8Check); err != nil {
+		if err := arrowcheck.Column(col, utf8Check); err != nil {
 			return fmt.Errorf("column %q is inconsistent: %w", rec.Schema().Field(i).Name, err)
 		}
 	}

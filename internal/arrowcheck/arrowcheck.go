@@ -1,4 +1,4 @@
-package sink
+package arrowcheck
 
 import (
 	"errors"
@@ -10,18 +10,18 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 )
 
-// validateColumn runs arrow's full consistency checks on one column (array.ValidateFull), with a
+// Full runs arrow's full consistency checks on one column (array.ValidateFull), with a
 // faster path for string columns, top-level or inside lists, maps and structs, where arrow checks
 // UTF-8 one value at a time: there the offsets are checked to be non-decreasing, the bytes they
 // span are checked as UTF-8 in one pass, and every offset is checked to start a character (not a
 // continuation byte), which together say that every value is valid UTF-8. The verdict is the same
 // as ValidateFull's (a differential test holds it to that).
-func validateColumn(col arrow.Array) error { return checkColumn(col, true) }
+func Full(col arrow.Array) error { return Column(col, true) }
 
-// checkColumn is validateColumn, with the UTF-8 checks of string values only when utf8Check is set:
-// without them it checks the column's structure alone (buffers, lengths, offsets, null counts), all
-// that reading it safely takes (the discard sink's checks).
-func checkColumn(col arrow.Array, utf8Check bool) error {
+// Column is Full, with the UTF-8 checks of string values only when utf8Check is set: without them
+// it checks the column's structure alone (buffers, lengths, offsets, null counts), all that reading
+// it safely takes (the discard sink's checks).
+func Column(col arrow.Array, utf8Check bool) error {
 	switch a := col.(type) {
 	case *array.String:
 		return validateStrings(a, a.ValueOffsets, utf8Check)
@@ -41,7 +41,7 @@ func checkColumn(col arrow.Array, utf8Check bool) error {
 		}
 		for i, cd := range a.Data().Children() {
 			child := array.MakeFromData(cd)
-			err := checkColumn(child, utf8Check)
+			err := Column(child, utf8Check)
 			child.Release()
 			if err != nil {
 				return fmt.Errorf("child %d: %w", i, err)

@@ -1,6 +1,7 @@
-package sink
+package arrowcheck
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -46,9 +47,9 @@ func TestValidateColumnMatchesArrow(t *testing.T) {
 				continue
 			}
 			want := safeValidate(func() error { return array.ValidateFull(arr) })
-			got := safeValidate(func() error { return validateColumn(arr) })
+			got := safeValidate(func() error { return Full(arr) })
 			if (want == nil) != (got == nil) {
-				t.Fatalf("%s iter %d: validateColumn = %v; array.ValidateFull = %v", dt, iter, got, want)
+				t.Fatalf("%s iter %d: Full = %v; array.ValidateFull = %v", dt, iter, got, want)
 			}
 			if want == nil {
 				valid++
@@ -67,7 +68,7 @@ func TestValidateColumnMatchesArrow(t *testing.T) {
 func safeValidate(fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = panicError(r)
+			err = fmt.Errorf("panic: %v", r)
 		}
 	}()
 	return fn()
