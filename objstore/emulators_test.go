@@ -1,7 +1,6 @@
 package objstore_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -13,9 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/loaderproject/loader/internal/azuritetest"
+	"github.com/loaderproject/loader/internal/proctest"
 	"github.com/loaderproject/loader/objstore"
 )
 
@@ -49,43 +48,9 @@ func startFakeGCS(t *testing.T, files map[string][]byte) {
 	_ = l.Close()
 	cmd := exec.Command(bin, "-scheme", "http", "-host", "127.0.0.1", "-port", fmt.Sprint(port), "-backend", "memory", "-data", data,
 		"-public-host", fmt.Sprintf("127.0.0.1:%d", port), "-external-url", fmt.Sprintf("http://127.0.0.1:%d", port))
-	out, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout = cmd.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
+	proctest.Start(t, "fake-gcs-server", cmd, func(line string) (string, bool) {
+		return "", strings.Contains(line, "server started")
 	})
-	ready := make(chan bool, 1)
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(out)
-		said := false
-		for sc.Scan() {
-			if !said && strings.Contains(sc.Text(), "server started") {
-				said = true
-				ready <- true
-			}
-		}
-		if !said {
-			ready <- false
-		}
-		_ = cmd.Wait()
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatal("fake-gcs-server exited before it started")
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("fake-gcs-server did not start within a minute")
-	}
 	t.Setenv("STORAGE_EMULATOR_HOST", fmt.Sprintf("127.0.0.1:%d", port))
 }
 

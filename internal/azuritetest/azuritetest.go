@@ -1,8 +1,6 @@
 package azuritetest
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,9 +8,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+
+	"github.com/loaderproject/loader/internal/proctest"
 )
 
 // The emulator's well-known development account (published in Azurite's documentation; it only
@@ -71,49 +70,12 @@ func Start(t testing.TB) *Server {
 	bin := Binary(t)
 	cmd := exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", "0", "--location", t.TempDir(),
 		"--disableTelemetry", "--skipApiVersionCheck", "--silent")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
-	host := make(chan string, 1)
-	var log bytes.Buffer
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(out)
-		said := false
-		for sc.Scan() {
-			if said {
-				continue // keep draining, so the emulator never blocks on its output
-			}
-			log.WriteString(sc.Text() + "\n")
-			if m := listening.FindStringSubmatch(sc.Text()); m != nil {
-				said = true
-				host <- m[1]
-			}
+	s := &Server{Host: proctest.Start(t, "azurite", cmd, func(line string) (string, bool) {
+		if m := listening.FindStringSubmatch(line); m != nil {
+			return m[1], true
 		}
-		if !said {
-			host <- ""
-		}
-		_ = cmd.Wait()
-	}()
-	s := &Server{}
-	select {
-	case s.Host = <-host:
-		if s.Host == "" {
-			t.Fatalf("azurite exited before listening:\n%s", log.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("azurite did not listen within a minute")
-	}
+		return "", false
+	})}
 	cred, err := azblob.NewSharedKeyCredential(Account, Key)
 	if err != nil {
 		t.Fatal(err)

@@ -1,10 +1,8 @@
 package s3test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-
 	"fmt"
 	"net"
 	"os"
@@ -12,11 +10,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/loaderproject/loader/internal/proctest"
 )
 
 // Version is the versitygw release the tests run.
@@ -74,48 +73,9 @@ func Start(t testing.TB) *Server {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.Command(bin, "--access", AccessKey, "--secret", SecretKey, "--port", addr, "--iam-dir", iam,
 		"posix", root)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
+	proctest.Start(t, "versitygw", cmd, func(line string) (string, bool) {
+		return "", strings.Contains(line, "http://"+addr)
 	})
-	ready := make(chan bool, 1)
-	var log bytes.Buffer
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(out)
-		said := false
-		for sc.Scan() {
-			line := sc.Text()
-			if !said {
-				log.WriteString(line + "\n")
-			}
-			if !said && strings.Contains(line, "http://"+addr) {
-				said = true
-				ready <- true
-			}
-		}
-		if !said {
-			ready <- false
-		}
-		_ = cmd.Wait()
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			t.Fatalf("versitygw exited before listening:\n%s", log.String())
-		}
-	case <-time.After(time.Minute):
-		t.Fatalf("versitygw did not listen within a minute")
-	}
 	s := &Server{Endpoint: "http://" + addr, Root: root, bin: bin}
 	s.client = s.Client(AccessKey, SecretKey)
 	return s
