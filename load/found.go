@@ -190,10 +190,3 @@ func (t *fileTable) unref(i int, st *fileState) {
 	t.files[i] = nil
 	t.mu.Unlock()
 }
-
-// len is the number of files added.
-func (t *fileTable) len() int {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return len(t.files)
-}

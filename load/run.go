@@ -470,10 +470,7 @@ func (p *pipeline) produce(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(p.cfg.Decoders)
 	var schedErr error
-	for {
-		if p.cfg.Limit > 0 && p.remaining.Load() <= 0 {
-			break
-		}
+	for p.cfg.Limit <= 0 || p.remaining.Load() > 0 {
 		f, ok, err := p.found.next(gctx)
 		if err != nil {
 			schedErr = fmt.Errorf("finding the files: %w", err)
