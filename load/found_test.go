@@ -51,8 +51,9 @@ func TestObjectListingStreamsIntoTheLoad(t *testing.T) {
 			if ff.first.Path != keys[0] {
 				t.Errorf("first file %q; want %q, whichever shard takes it", ff.first.Path, keys[0])
 			}
-			// Nothing has been taken: the listing waits on the full buffer instead of running ahead.
-			if !ff.listing() || cfg.Progress.Listed.Load() {
+			// Nothing has been taken: the listing waits on the full buffer instead of running ahead
+			// (with a shard, a third of the files fit in the buffer, so the listing may end).
+			if tc.sel == nil && (!ff.listing() || cfg.Progress.Listed.Load()) {
 				t.Fatalf("the listing of %d objects ended before any was loaded; want it to stream", len(keys))
 			}
 			if n := cfg.Progress.FilesTotal.Load(); n > streamingBuffer {
