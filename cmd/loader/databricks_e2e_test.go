@@ -430,7 +430,13 @@ func TestBenchAgainstDatabricks(t *testing.T) {
 	if !strings.Contains(r.stdout, "this WRITES "+humanize.Comma(want)+" rows into "+tableName) {
 		t.Errorf("bench did not say it writes %d rows into %s:\n%s", want, tableName, r.stdout)
 	}
-	if n := w.sqlCount(t); n != want {
+	// The SQL API counts committed rows; the last run's acknowledged rows are committed within the
+	// sink's commit interval.
+	n := w.sqlCount(t)
+	for deadline := time.Now().Add(time.Minute); n < want && time.Now().Before(deadline); n = w.sqlCount(t) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n != want {
 		t.Errorf("the SQL API counts %d rows after the sweep; want %d", n, want)
 	}
 	var sum map[string]any
