@@ -4,55 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/loaderproject/loader/internal/azuritetest"
-	"github.com/loaderproject/loader/internal/proctest"
+	"github.com/loaderproject/loader/internal/gcstest"
 	"github.com/loaderproject/loader/objstore"
 )
 
-// startFakeGCS runs fake-gcs-server (`make test-emulators` builds it into bin/) on loopback with
-// bucket "data" holding files, and points the GCS SDK at it (STORAGE_EMULATOR_HOST). The test is
-// skipped when the binary is not there.
-func startFakeGCS(t *testing.T, files map[string][]byte) {
-	t.Helper()
-	bin := os.Getenv("LOADER_FAKE_GCS")
-	if bin == "" {
-		bin = filepath.Join("..", "bin", "fake-gcs-server")
-	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("fake-gcs-server is not built (%s): run `make test-emulators`", bin)
-	}
-	data := t.TempDir()
-	for k, v := range files {
-		p := filepath.Join(data, "data", filepath.FromSlash(k))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, v, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	cmd := exec.Command(bin, "-scheme", "http", "-host", "127.0.0.1", "-port", fmt.Sprint(port), "-backend", "memory", "-data", data,
-		"-public-host", fmt.Sprintf("127.0.0.1:%d", port), "-external-url", fmt.Sprintf("http://127.0.0.1:%d", port))
-	proctest.Start(t, "fake-gcs-server", cmd, func(line string) (string, bool) {
-		return "", strings.Contains(line, "server started")
-	})
-	t.Setenv("STORAGE_EMULATOR_HOST", fmt.Sprintf("127.0.0.1:%d", port))
-}
+// startFakeGCS runs fake-gcs-server with bucket "data" holding files (gcstest).
+func startFakeGCS(t *testing.T, files map[string][]byte) { gcstest.Start(t, files) }
 
 func TestGCSEmulator(t *testing.T) {
 	data := pattern(200 << 10)
