@@ -3,9 +3,7 @@ package azuritetest
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -34,31 +32,8 @@ func Binary(t testing.TB) string {
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Skip("azurite: node is not installed (Azurite is an npm package)")
 	}
-	if p := os.Getenv("LOADER_AZURITE"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			t.Skipf("azurite: LOADER_AZURITE=%s: %v", p, err)
-		}
-		return p
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("azurite: module root not found")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "bin", "azurite", "node_modules", ".bin", "azurite-blob")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("azurite is not installed (%s): run `make test-emulators`, which installs it with npm", p)
-	}
-	return p
+	return proctest.Binary(t, "LOADER_AZURITE", "bin/azurite/node_modules/.bin/azurite-blob",
+		"run `make test-emulators`, which installs Azurite with npm")
 }
 
 var listening = regexp.MustCompile(`listens on http://(127\.0\.0\.1:\d+)`)
@@ -122,33 +97,17 @@ func (s *Server) Put(t testing.TB, container, key string, data []byte) string {
 }
 
 // PutFile writes the file at path as a blob and returns its ETag.
-func (s *Server) PutFile(t testing.TB, container, key, path string) string {
+func (s *Server) PutFile(t testing.TB, container, key, path string) (etag string) {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.Put(t, container, key, data)
+	proctest.PutFile(t, path, func(data []byte) { etag = s.Put(t, container, key, data) })
+	return etag
 }
 
 // PutDir writes every regular file under dir as a blob under prefix (its path below dir, with
 // slashes).
 func (s *Server) PutDir(t testing.TB, container, prefix, dir string) {
 	t.Helper()
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		s.PutFile(t, container, prefix+filepath.ToSlash(rel), p)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	proctest.PutDir(t, prefix, dir, func(key string, data []byte) { s.Put(t, container, key, data) })
 }
 
 // ETag returns a blob's current ETag.

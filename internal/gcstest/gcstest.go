@@ -21,28 +21,7 @@ const Bucket = "data"
 // root. The test is skipped, saying how to build it, when there is none.
 func Binary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("LOADER_FAKE_GCS"); p != "" {
-		return p
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("fake-gcs-server: module root not found")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "bin", "fake-gcs-server")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("fake-gcs-server is not built (%s): run `make test-emulators`", p)
-	}
-	return p
+	return proctest.Binary(t, "LOADER_FAKE_GCS", "bin/fake-gcs-server", "run `make test-emulators`, which builds it")
 }
 
 // Start runs fake-gcs-server on a free loopback port, in memory, with bucket Bucket holding

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -39,28 +38,8 @@ type Server struct {
 // test is skipped, saying how to build it, when there is none.
 func Binary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("LOADER_VERSITYGW"); p != "" {
-		return p
-	}
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("versitygw: module root not found")
-		}
-		dir = parent
-	}
-	p := filepath.Join(dir, "bin", "versitygw")
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("versitygw %s is not built (%s): run `make versitygw`, which `make test` does first", Version, p)
-	}
-	return p
+	return proctest.Binary(t, "LOADER_VERSITYGW", "bin/versitygw",
+		"versitygw "+Version+" is not built: run `make versitygw`, which `make test` does first")
 }
 
 // Start runs versitygw on a free loopback port until the test ends.
@@ -136,29 +115,16 @@ func (s *Server) Put(t testing.TB, bucket, key string, data []byte) string {
 }
 
 // PutFile uploads a local file.
-func (s *Server) PutFile(t testing.TB, bucket, key, path string) string {
+func (s *Server) PutFile(t testing.TB, bucket, key, path string) (etag string) {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s.Put(t, bucket, key, data)
+	proctest.PutFile(t, path, func(data []byte) { etag = s.Put(t, bucket, key, data) })
+	return etag
 }
 
 // PutDir uploads every file below dir under prefix (keys use '/').
 func (s *Server) PutDir(t testing.TB, bucket, prefix, dir string) {
 	t.Helper()
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		s.PutFile(t, bucket, prefix+filepath.ToSlash(rel), p)
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	proctest.PutDir(t, prefix, dir, func(key string, data []byte) { s.Put(t, bucket, key, data) })
 }
 
 // AddUser creates an account with the "user" role, which may not read the root account's buckets.
