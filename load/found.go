@@ -21,8 +21,7 @@ type foundFiles struct {
 	err      error
 	cancel   context.CancelFunc
 	done     chan struct{}
-	count    atomic.Int64 // files handed over so far
-	progress *Progress
+	progress *Progress // its FilesTotal counts the files found; Listed says the listing ended
 	// first is the first file discovered, whichever shard takes it: the table may be created like it.
 	first readers.File
 }
@@ -61,6 +60,8 @@ func findFiles(ctx context.Context, cfg *Config) (*foundFiles, error) {
 // stream lists the sources on a goroutine, handing each file the shard takes (all, without one) to
 // next, and waits for the first file found.
 func (ff *foundFiles) stream(ctx context.Context, cfg *Config, sel FileSelector) error {
+	ff.progress.FilesTotal.Store(0)
+	ff.progress.Listed.Store(false)
 	firstFound := make(chan struct{})
 	var (
 		once  sync.Once
@@ -77,7 +78,11 @@ func (ff *foundFiles) stream(ctx context.Context, cfg *Config, sel FileSelector)
 			if sel != nil && !sel.Takes(f) {
 				return nil
 			}
-			return ff.put(ctx, f)
+			if err := ff.put(ctx, f); err != nil {
+				return err
+			}
+			ff.progress.FilesTotal.Add(1)
+			return nil
 		}, discoverOptions(cfg)...)
 		ff.err = err
 		ff.progress.Listed.Store(true)
@@ -107,9 +112,6 @@ func (ff *foundFiles) feed(ctx context.Context, files []readers.File) {
 func (ff *foundFiles) put(ctx context.Context, f readers.File) error {
 	select {
 	case ff.files <- f:
-		if ff.count.Add(1); !ff.progress.Listed.Load() {
-			ff.progress.FilesTotal.Add(1)
-		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

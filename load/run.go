@@ -46,7 +46,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	sum := &Summary{Streams: cfg.Streams, Table: cfg.Table.String(), Shard: cfg.Shard}
 	defer objectSummary(sum, &cfg, objStart)
 	fail := func(err error) (*Summary, error) {
-		sum.Files = int(found.count.Load())
+		sum.Files = int(cfg.Progress.FilesTotal.Load())
 		sum.Error = err.Error()
 		if sum.VerifiedRows == nil && sum.NotVerified == "" {
 			sum.NotVerified = "the load failed"
@@ -189,7 +189,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 				ErrVerify, cfg.Table, grew, sum.Rows, p.atRisk.Load()))
 		}
 	}
-	sum.Files = int(found.count.Load())
+	sum.Files = int(cfg.Progress.FilesTotal.Load())
 	if len(sum.FailedFiles) > 0 {
 		return fail(fmt.Errorf("%w: %d of %d files", ErrPartial, len(sum.FailedFiles), sum.Files))
 	}

@@ -1,7 +1,9 @@
 package proctest
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -66,4 +68,24 @@ func PutDir(t testing.TB, prefix, dir string, put func(key string, data []byte))
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BuildAndRun builds the Go main package pkg (a path as `go build` takes it) as the program name in
+// a temporary directory, sets *bin to it, runs the tests and returns their exit code: a TestMain's
+// body for tests that run the program itself. A build that fails is exit code 1, with go's output.
+func BuildAndRun(m *testing.M, pkg, name string, bin *string) int {
+	dir, err := os.MkdirTemp("", "loader-test-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	*bin = filepath.Join(dir, name)
+	build := exec.Command("go", "build", "-o", *bin, pkg)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building", pkg+":", err)
+		return 1
+	}
+	return m.Run()
 }
