@@ -1,12 +1,16 @@
 package flightclient
 
 import (
+	"bytes"
+
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/loaderproject/loader/partitioner"
 )
 
 // zeroCopyMin is the body size from which frameCodec references the body instead of copying it.
@@ -28,7 +32,25 @@ func (c frameCodec) Name() string { return c.base.Name() }
 
 func (c frameCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.base.Unmarshal(data, v) }
 
+// framedData is a data frame's FlightData on its way to the wire, with the frame its body is. A
+// pooled frame is retained for as long as gRPC holds the body: gRPC frees the buffer it is handed
+// once the bytes are written out, or dropped with the call, and only then does frameRef release it.
+type framedData struct {
+	fd    *flight.FlightData
+	frame *partitioner.Frame
+}
+
+// frameRef is the mem.BufferPool of one reference to a frame: putting the buffer back releases it.
+type frameRef struct{ f *partitioner.Frame }
+
+func (r frameRef) Get(n int) *[]byte { b := make([]byte, n); return &b }
+func (r frameRef) Put(*[]byte)       { r.f.Release() }
+
 func (c frameCodec) Marshal(v any) (mem.BufferSlice, error) {
+	var frame *partitioner.Frame
+	if m, ok := v.(*framedData); ok {
+		v, frame = m.fd, m.frame
+	}
 	fd, ok := v.(*flight.FlightData)
 	if !ok || fd.FlightDescriptor != nil || len(fd.DataBody) < zeroCopyMin {
 		return c.base.Marshal(v) // only the schema frame carries a descriptor, and it has no body
@@ -44,5 +66,17 @@ func (c frameCodec) Marshal(v any) (mem.BufferSlice, error) {
 	}
 	b = protowire.AppendTag(b, 1000, protowire.BytesType)
 	b = protowire.AppendVarint(b, uint64(len(fd.DataBody)))
-	return mem.BufferSlice{mem.SliceBuffer(b), mem.SliceBuffer(fd.DataBody)}, nil
+	body := mem.Buffer(mem.SliceBuffer(fd.DataBody))
+	if frame != nil && frame.Pooled() {
+		frame.Retain()
+		data := fd.DataBody
+		body = mem.NewBuffer(&data, frameRef{frame})
+		if _, uncounted := body.(mem.SliceBuffer); uncounted {
+			// gRPC counts no buffer this small (never the case above zeroCopyMin): the pooled
+			// bytes may be reused once the frame is acknowledged, so they are copied.
+			frame.Release()
+			body = mem.SliceBuffer(bytes.Clone(data))
+		}
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b), body}, nil
 }

@@ -720,7 +720,7 @@ func (s *stream) sendPiece(cl *call, p *piece) error {
 	}
 	fd := &flight.FlightData{DataHeader: p.frame.Header, DataBody: p.frame.Body, AppMetadata: meta}
 	cl.bytes += int64(p.frame.Size())
-	return cl.ps.Send(fd)
+	return cl.ps.SendMsg(&framedData{fd: fd, frame: p.frame})
 }
 
 // armLocked points the ack timer at the oldest piece on the wire; the timer is made the first time

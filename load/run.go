@@ -440,6 +440,7 @@ func (p *pipeline) acked(f *partitioner.Frame) {
 	st.rows.Add(f.Rows)
 	p.cfg.Progress.Rows.Add(f.Rows)
 	p.cfg.Progress.Bytes.Add(int64(f.Size()))
+	f.Release() // the pipeline's reference: its buffer may now carry a later frame
 }
 
 // summarize fills in the run's figures; complete says it was not interrupted, so rows read but neither

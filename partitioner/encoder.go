@@ -12,6 +12,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/arrow/util"
+
+	"github.com/loaderproject/loader/internal/bufpool"
 )
 
 // Sizing factors. After a frame of k rows encoded to s bytes, the next guess is k*grow*limit/s rows;
@@ -21,6 +23,10 @@ const (
 	growFactor   = 0.95
 	shrinkFactor = 0.9
 )
+
+// minPooledFrame is the smallest frame whose buffer comes from the encoder's pool: smaller ones cost
+// Go little, and the client's codec copies bodies this small rather than reference them.
+const minPooledFrame = 32 << 10
 
 // Encoder encodes batches of one schema into frames of at most maxFrameBytes. It is safe for
 // concurrent use.
@@ -32,6 +38,8 @@ type Encoder struct {
 	schemaMsg []byte
 
 	writers sync.Pool // *frameWriter
+	// frames holds the buffers of released frames (see Frame), for the frames encoded next.
+	frames *bufpool.Pool
 
 	// bytesPerRow is the float64 bits of the encoded bytes per row of the last frame, the first guess
 	// for the next batch (0 until a frame was encoded).
@@ -48,7 +56,7 @@ func NewEncoder(schema *arrow.Schema, maxFrameBytes int, opts ...EncoderOption) 
 		return nil, fmt.Errorf("partitioner: frame limit %d bytes, want a positive number", maxFrameBytes)
 	}
 	cfg := newEncoderConfig(opts)
-	e := &Encoder{schema: schema, max: maxFrameBytes, cfg: cfg}
+	e := &Encoder{schema: schema, max: maxFrameBytes, cfg: cfg, frames: bufpool.NewUnzeroed()}
 	e.ipcOpts = []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(cfg.mem)}
 	switch cfg.compression {
 	case CompressionNone:
@@ -176,7 +184,7 @@ func (e *Encoder) getWriter() *frameWriter {
 	if fw, ok := e.writers.Get().(*frameWriter); ok {
 		return fw
 	}
-	fw := &frameWriter{}
+	fw := &frameWriter{c: capture{pool: e.frames}}
 	fw.w = ipc.NewWriterWithPayloadWriter(&fw.c, e.ipcOpts...)
 	return fw
 }
@@ -206,8 +214,14 @@ func (fw *frameWriter) encode(rec arrow.RecordBatch, off, k int64, limit int) (*
 
 // capture is an ipc.PayloadWriter that measures each record batch payload and copies it into a Frame
 // only when it fits the limit. The first payload of a writer is the schema message, which it skips.
+//
+// A frame's buffer comes from pool when it is at least minPooledFrame bytes and the pool's size class
+// wastes at most a third of it (frames near a power-of-two limit, the usual case), else from Go. Every byte of it is written (header, then body and
+// its padding), so the pool need not zero it. Reused buffers spare Go zeroing fresh memory and
+// collecting it again: frames are most of what a load allocates.
 type capture struct {
 	started bool
+	pool    *bufpool.Pool
 
 	limit int
 	wrote bool
@@ -237,13 +251,26 @@ func (c *capture) WritePayload(p ipc.Payload) error {
 	if c.size > c.limit {
 		return nil
 	}
-	buf := make([]byte, meta.Len(), c.size)
+	pooled := c.pool != nil && c.size >= minPooledFrame && bufpool.Capacity(c.size) <= c.size+c.size/3
+	var buf []byte
+	if pooled {
+		buf = c.pool.Allocate(c.size)[:meta.Len()]
+	} else {
+		buf = make([]byte, meta.Len(), c.size)
+	}
 	copy(buf, meta.Bytes())
 	w := appendWriter{b: buf}
 	if err := p.SerializeBody(&w); err != nil {
 		return err
 	}
-	c.frame = &Frame{Header: w.b[:meta.Len():meta.Len()], Body: w.b[meta.Len():]}
+	if len(w.b) != c.size || &w.b[0] != &buf[0] {
+		return fmt.Errorf("IPC body serialized to %d bytes, measured %d", len(w.b)-meta.Len(), c.size-meta.Len())
+	}
+	c.frame = &Frame{Header: w.b[:meta.Len():meta.Len()], Body: w.b[meta.Len():c.size:c.size]}
+	if pooled {
+		c.frame.pool, c.frame.buf = c.pool, w.b[:cap(w.b)]
+		c.frame.refs.Store(1)
+	}
 	return nil
 }
 

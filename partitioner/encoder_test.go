@@ -539,3 +539,53 @@ func BenchmarkEncode(b *testing.B) {
 		}
 	}
 }
+
+// TestFramesRecycled checks the reference counting of pooled frames: frames near the limit are
+// pooled, small ones are Go's; a released frame's buffer goes to the frames encoded next, which
+// still round-trip; and a release too many panics rather than hand one buffer to two frames.
+func TestFramesRecycled(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	rec := buildFlat(mem, 200_000)
+	defer rec.Release()
+	const limit = 256 << 10
+	enc, err := partitioner.NewEncoder(rec.Schema(), limit, partitioner.WithAllocator(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		frames := encodeAll(t, enc, rec, partitioner.Span{})
+		checkFrames(t, enc, rec, partitioner.Span{}, limit, frames)
+		for i, f := range frames {
+			// Frames near the limit (a pool size class) are pooled.
+			if f.Size() >= limit*3/4 && !f.Pooled() {
+				t.Errorf("round %d: frame %d of %d bytes (limit %d) is not pooled", round, i, f.Size(), limit)
+			}
+			f.Retain() // a transport's reference...
+			f.Release()
+			f.Release() // ...and the owner's: the buffer is free for the next round's frames
+		}
+	}
+
+	head := rec.NewSlice(0, 10)
+	defer head.Release()
+	small := encodeAll(t, enc, head, partitioner.Span{})[0]
+	if small.Pooled() {
+		t.Errorf("a frame of %d bytes (limit %d) is pooled; want it left to Go", small.Size(), limit)
+	}
+	small.Release()
+	small.Release() // not pooled: nothing counts
+
+	frames := encodeAll(t, enc, rec, partitioner.Span{})
+	f := frames[len(frames)/2]
+	if !f.Pooled() {
+		t.Fatalf("a frame of %d bytes (limit %d) is not pooled", f.Size(), limit)
+	}
+	f.Release()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("a second Release of a frame retained once did not panic")
+		}
+	}()
+	f.Release()
+}

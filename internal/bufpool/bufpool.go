@@ -58,6 +58,15 @@ func class(size int) int {
 	return c
 }
 
+// Capacity returns the capacity of the buffer Allocate(size) returns: size rounded up to its class,
+// or size itself when it is not pooled.
+func Capacity(size int) int {
+	if c := class(size); c >= 0 {
+		return MinClass << c
+	}
+	return size
+}
+
 // Allocate returns size bytes.
 func (p *Pool) Allocate(size int) []byte {
 	c := class(size)
