@@ -91,20 +91,6 @@ type Manifest struct {
 	tail    bytes.Buffer
 }
 
-type fileState struct {
-	idx      int
-	failed   string // why the last run that read it gave it up, if it did
-	declared bool   // its "file" line is in the file (or the buffer)
-	units    map[int]*unitState
-}
-
-type unitState struct {
-	acked []Range // sorted, merged
-	sent  []Range // intents: sorted, merged ranges sent (acknowledged or not)
-	dup   []Range // sorted, merged ranges sent again while their fate was unknown
-	rows  int64   // -1 until known
-}
-
 // Path returns the manifest file for a target and table inside dir: a readable, collision-free name.
 // The name is the target and table with every character outside [A-Za-z0-9._-] replaced, shortened,
 // plus a hash of the exact pair, e.g. "grpc_127.0.0.1_7070__main.sales.orders-3fa9c2d1e0b4.jsonl".
@@ -357,7 +343,7 @@ func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) erro
 		m.reported += *r.Reported
 		return nil
 	case r.File != nil:
-		fs := &fileState{idx: *r.File, declared: true, units: map[int]*unitState{}}
+		fs := &fileState{idx: *r.File, declared: true}
 		if _, dup := byIdx[fs.idx]; dup || fs.idx < 0 {
 			return fmt.Errorf("file number %d declared twice or negative", fs.idx)
 		}
@@ -389,39 +375,30 @@ func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) erro
 			if *r.From < 0 || *r.To <= *r.From {
 				return fmt.Errorf("range [%d,%d) is empty or negative", *r.From, *r.To)
 			}
-			u.acked = addRange(u.acked, Range{*r.From, *r.To})
+			u.ack(Range{*r.From, *r.To})
 			return nil
 		case r.Sent != nil && r.From == nil && r.Rows == nil && r.Dup == nil:
 			if r.Sent.From < 0 || r.Sent.To <= r.Sent.From {
 				return fmt.Errorf("sent range [%d,%d) is empty or negative", r.Sent.From, r.Sent.To)
 			}
-			u.sent = addRange(u.sent, *r.Sent)
+			u.sent(*r.Sent)
 			return nil
 		case r.Dup != nil && r.From == nil && r.Rows == nil && r.Sent == nil:
 			if r.Dup.From < 0 || r.Dup.To <= r.Dup.From {
 				return fmt.Errorf("duplicate range [%d,%d) is empty or negative", r.Dup.From, r.Dup.To)
 			}
-			u.dup = addRange(u.dup, *r.Dup)
+			u.duplicated(*r.Dup)
 			m.dupRows += r.Dup.To - r.Dup.From
 			return nil
 		case r.Rows != nil && r.From == nil && r.To == nil:
 			if *r.Rows < 0 {
 				return fmt.Errorf("row count %d is negative", *r.Rows)
 			}
-			u.rows = *r.Rows
+			u.setRows(*r.Rows)
 			return nil
 		}
 	}
 	return errors.New("unknown record")
-}
-
-func (fs *fileState) unit(u int) *unitState {
-	us := fs.units[u]
-	if us == nil {
-		us = &unitState{rows: -1}
-		fs.units[u] = us
-	}
-	return us
 }
 
 // liveLines is the number of lines a compact rewrite holds.
@@ -430,7 +407,13 @@ func (m *Manifest) liveLines() int {
 	for _, fs := range m.files {
 		n++
 		for _, u := range fs.units {
-			n += len(u.acked) + len(u.dup) + len(pendingRanges(u))
+			n += len(u.pending()) + len(u.dup())
+			switch {
+			case u.r != nil:
+				n += len(u.r.acked)
+			case u.rows > 0:
+				n++ // the ack of a finished unit
+			}
 			if u.rows >= 0 {
 				n++
 			}
@@ -458,7 +441,7 @@ func (m *Manifest) compact() error {
 	var merged int64
 	for _, fs := range m.files {
 		for _, u := range fs.units {
-			for _, r := range u.dup {
+			for _, r := range u.dup() {
 				merged += r.To - r.From
 			}
 		}
@@ -483,25 +466,19 @@ func (m *Manifest) compact() error {
 		if fs.failed != "" {
 			write(appendFailedLine(buf[:0], i, fs.failed))
 		}
-		units := make([]int, 0, len(fs.units))
-		for u := range fs.units {
-			units = append(units, u)
-		}
-		slices.Sort(units)
-		for _, u := range units {
-			us := fs.units[u]
+		for _, us := range fs.units {
+			u := us.unit
 			if us.rows >= 0 {
 				write(appendRowsLine(buf[:0], i, u, us.rows))
 			}
-			for _, r := range us.acked {
+			for _, r := range us.acked() {
 				write(appendAckLine(buf[:0], i, u, r))
 			}
-			// Intents already acknowledged are not kept: only the pending ones matter.
-			us.sent = pendingRanges(us)
-			for _, r := range us.sent {
+			// Intents already acknowledged are not kept (nor in memory): only the pending ones matter.
+			for _, r := range us.pending() {
 				write(appendRangeLine(buf[:0], i, u, "sent", r))
 			}
-			for _, r := range us.dup {
+			for _, r := range us.dup() {
 				write(appendRangeLine(buf[:0], i, u, "dup", r))
 			}
 		}
@@ -625,37 +602,6 @@ func appendRowsLine(b []byte, f, u int, rows int64) []byte {
 	return append(b, "}\n"...)
 }
 
-// addRange inserts r into sorted, merged ranges, merging overlapping and adjacent ones.
-func addRange(rs []Range, r Range) []Range {
-	i, _ := slices.BinarySearchFunc(rs, r.From, func(x Range, from int64) int {
-		switch {
-		case x.To < from:
-			return -1
-		case x.From > from:
-			return 1
-		}
-		return 0
-	})
-	// rs[i:] are the ranges that end at or after r.From; merge every one that starts at or before r.To.
-	j := i
-	for j < len(rs) && rs[j].From <= r.To {
-		r.From = min(r.From, rs[j].From)
-		r.To = max(r.To, rs[j].To)
-		j++
-	}
-	return slices.Replace(rs, i, j, r)
-}
-
-// covered reports whether rs covers r entirely.
-func covered(rs []Range, r Range) bool {
-	for _, x := range rs {
-		if x.From <= r.From && r.To <= x.To {
-			return true
-		}
-	}
-	return false
-}
-
 // Reset forgets everything recorded (loader load --force) and starts a new epoch, so that targets
 // which remember the units they stored (by ids that include the epoch) take them again. It is
 // durable when it returns.
@@ -688,65 +634,32 @@ func (m *Manifest) Epoch() int64 {
 	return m.epoch
 }
 
-// pendingRanges returns the unit's intents not covered by acknowledgements.
-func pendingRanges(u *unitState) []Range {
-	var out []Range
-	for _, s := range u.sent {
-		out = append(out, subtract(s, u.acked)...)
-	}
-	return out
-}
-
-// subtract returns the parts of r not covered by rs (sorted, merged).
-func subtract(r Range, rs []Range) []Range {
-	var out []Range
-	cur := r.From
-	for _, x := range rs {
-		if x.To <= cur {
-			continue
-		}
-		if x.From >= r.To {
-			break
-		}
-		if x.From > cur {
-			out = append(out, Range{cur, x.From})
-		}
-		cur = max(cur, x.To)
-		if cur >= r.To {
-			return out
-		}
-	}
-	if cur < r.To {
-		out = append(out, Range{cur, r.To})
-	}
-	return out
-}
-
 // Pending returns the unit's ranges sent but not acknowledged (sorted, merged; nil when none): after
 // a crash or a fault, the target may or may not hold them.
 func (m *Manifest) Pending(f FileID, unit int) []Range {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if u := m.lookup(f, unit); u != nil {
-		return pendingRanges(u)
+		return slices.Clone(u.pending())
 	}
 	return nil
 }
 
 // Intent records that rows r of the unit are about to be sent. It is buffered like every record: the
 // caller must Sync before sending, so that after a crash the range is known to be possibly in the
-// target. Ranges already recorded as sent are not written again.
+// target. Ranges already recorded as sent, or acknowledged, are not written again.
 func (m *Manifest) Intent(f FileID, unit int, r Range) error {
-	return m.recordRange(f, unit, r, "sent", func(u *unitState) *[]Range { return &u.sent })
+	return m.recordRange(f, unit, r, "sent")
 }
 
 // Duplicate records that rows r of the unit were sent again while the fate of an earlier send was
 // unknown: the target may hold them twice.
 func (m *Manifest) Duplicate(f FileID, unit int, r Range) error {
-	return m.recordRange(f, unit, r, "dup", func(u *unitState) *[]Range { return &u.dup })
+	return m.recordRange(f, unit, r, "dup")
 }
 
-func (m *Manifest) recordRange(f FileID, unit int, r Range, key string, set func(*unitState) *[]Range) error {
+// recordRange records an intent (key "sent") or a duplicate ("dup").
+func (m *Manifest) recordRange(f FileID, unit int, r Range, key string) error {
 	if r.From == r.To && r.From >= 0 {
 		return nil
 	}
@@ -754,16 +667,17 @@ func (m *Manifest) recordRange(f FileID, unit int, r Range, key string, set func
 		return fmt.Errorf("manifest: %s unit %d: invalid row range [%d,%d)", f.Path, unit, r.From, r.To)
 	}
 	return m.recordUnit(f, unit, func(u *unitState, idx int, buf []byte) ([]byte, error) {
-		if key != "dup" && covered(*set(u), r) { // a duplicate counts every time
+		if key == "sent" && u.intended(r) { // a duplicate counts every time
 			return nil, nil
 		}
 		return appendRangeLine(buf, idx, unit, key, r), nil
 	}, func(u *unitState) {
-		p := set(u)
-		*p = addRange(*p, r)
-		if key == "dup" {
-			m.dupRows += r.To - r.From
+		if key == "sent" {
+			u.sent(r)
+			return
 		}
+		u.duplicated(r)
+		m.dupRows += r.To - r.From
 	})
 }
 
@@ -821,17 +735,10 @@ func (m *Manifest) Status() []FileStatus {
 	out := make([]FileStatus, 0, len(m.files))
 	for id, fs := range m.files {
 		st := FileStatus{FileID: id, Failed: fs.failed}
-		units := make([]int, 0, len(fs.units))
-		for u := range fs.units {
-			units = append(units, u)
-		}
-		slices.Sort(units)
-		for _, u := range units {
-			us := fs.units[u]
+		for _, us := range fs.units {
 			st.Units = append(st.Units, UnitStatus{
-				Unit: u, Rows: us.rows, Acked: slices.Clone(us.acked), Pending: pendingRanges(us),
-				Duplicated: slices.Clone(us.dup),
-				Done:       us.rows >= 0 && (us.rows == 0 || covered(us.acked, Range{0, us.rows})),
+				Unit: us.unit, Rows: us.rows, Acked: slices.Clone(us.acked()), Pending: slices.Clone(us.pending()),
+				Duplicated: slices.Clone(us.dup()), Done: us.done(),
 			})
 		}
 		out = append(out, st)
@@ -874,8 +781,10 @@ func InspectData(path string, data []byte) (Info, error) {
 func (m *Manifest) Acked(f FileID, unit int) []Range {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if u := m.lookup(f, unit); u != nil && len(u.acked) > 0 {
-		return slices.Clone(u.acked)
+	if u := m.lookup(f, unit); u != nil {
+		if acked := u.acked(); len(acked) > 0 {
+			return slices.Clone(acked)
+		}
 	}
 	return nil
 }
@@ -896,10 +805,7 @@ func (m *Manifest) UnitDone(f FileID, unit int) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	u := m.lookup(f, unit)
-	if u == nil || u.rows < 0 {
-		return false
-	}
-	return u.rows == 0 || covered(u.acked, Range{0, u.rows})
+	return u != nil && u.done()
 }
 
 func (m *Manifest) lookup(f FileID, unit int) *unitState {
@@ -907,7 +813,7 @@ func (m *Manifest) lookup(f FileID, unit int) *unitState {
 	if fs == nil {
 		return nil
 	}
-	return fs.units[unit]
+	return fs.find(unit)
 }
 
 // fileOf returns f's state, or that of the same file recorded without a layout (format 1).
@@ -934,11 +840,11 @@ func (m *Manifest) Ack(f FileID, unit int, r Range) error {
 		if u.rows >= 0 && r.To > u.rows {
 			return nil, fmt.Errorf("manifest: %s unit %d: rows [%d,%d) past the unit's %d rows", f.Path, unit, r.From, r.To, u.rows)
 		}
-		if covered(u.acked, r) {
+		if covered(u.acked(), r) {
 			return nil, nil
 		}
 		return appendAckLine(buf, idx, unit, r), nil
-	}, func(u *unitState) { u.acked = addRange(u.acked, r) })
+	}, func(u *unitState) { u.ack(r) })
 }
 
 // UnitRows records the unit's total row count, once the reader has seen all of it. Recording the same
@@ -956,11 +862,12 @@ func (m *Manifest) UnitRows(f FileID, unit int, rows int64) error {
 			return nil, nil
 		case u.rows >= 0:
 			return nil, fmt.Errorf("manifest: %s unit %d: row count %d, but %d was recorded before", f.Path, unit, rows, u.rows)
-		case len(u.acked) > 0 && u.acked[len(u.acked)-1].To > rows:
-			return nil, fmt.Errorf("manifest: %s unit %d: row count %d, but rows up to %d were acknowledged", f.Path, unit, rows, u.acked[len(u.acked)-1].To)
+		}
+		if acked := u.acked(); len(acked) > 0 && acked[len(acked)-1].To > rows {
+			return nil, fmt.Errorf("manifest: %s unit %d: row count %d, but rows up to %d were acknowledged", f.Path, unit, rows, acked[len(acked)-1].To)
 		}
 		return appendRowsLine(buf, idx, unit, rows), nil
-	}, func(u *unitState) { u.rows = rows })
+	}, func(u *unitState) { u.setRows(rows) })
 }
 
 // clearFailed forgets a file's failure once a run finished one of its units.
@@ -1009,7 +916,7 @@ func (m *Manifest) recordUnit(f FileID, unit int, line func(u *unitState, idx in
 func (m *Manifest) fileLocked(f FileID) *fileState {
 	fs := m.fileOf(f)
 	if fs == nil {
-		fs = &fileState{idx: m.nfiles, units: map[int]*unitState{}}
+		fs = &fileState{idx: m.nfiles}
 		m.nfiles++
 		m.files[f] = fs
 	}
