@@ -75,8 +75,8 @@ type Manifest struct {
 	dupRows, reported int64
 	f                 *os.File
 	w                 *bufio.Writer
-	files             map[FileID]*fileState
-	nfiles            int
+	files             fileIndex
+	nfiles            int   // the next file number
 	err               error // sticky write error
 	closed            bool
 	// written counts flushes that wrote bytes; synced is the last count made durable.
@@ -140,7 +140,7 @@ func Open(path string, opts ...Option) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", path, err)
 	}
-	m := &Manifest{path: path, lock: lock, files: make(map[FileID]*fileState)}
+	m := &Manifest{path: path, lock: lock}
 	for _, o := range opts {
 		o(m)
 	}
@@ -343,15 +343,15 @@ func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) erro
 		m.reported += *r.Reported
 		return nil
 	case r.File != nil:
-		fs := &fileState{idx: *r.File, declared: true}
+		fs := &fileState{idx: *r.File}
 		if _, dup := byIdx[fs.idx]; dup || fs.idx < 0 {
 			return fmt.Errorf("file number %d declared twice or negative", fs.idx)
 		}
-		if _, dup := m.files[r.FileID]; dup {
+		if m.files.get(r.FileID) != nil {
 			return fmt.Errorf("file %q declared twice", r.Path)
 		}
 		byIdx[fs.idx] = fs
-		m.files[r.FileID] = fs
+		m.files.add(r.FileID, fs)
 		m.nfiles = max(m.nfiles, fs.idx+1)
 		return nil
 	case r.F != nil && r.Failed != nil && r.U == nil:
@@ -359,7 +359,7 @@ func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) erro
 		if fs == nil {
 			return fmt.Errorf("file number %d is not declared", *r.F)
 		}
-		fs.failed = *r.Failed
+		m.files.setFailed(fs, *r.Failed)
 		return nil
 	case r.F != nil && r.U != nil:
 		fs := byIdx[*r.F]
@@ -404,7 +404,7 @@ func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) erro
 // liveLines is the number of lines a compact rewrite holds.
 func (m *Manifest) liveLines() int {
 	n := 1
-	for _, fs := range m.files {
+	for _, fs := range m.files.byKey {
 		n++
 		for _, u := range fs.units {
 			n += len(u.pending()) + len(u.dup())
@@ -439,7 +439,7 @@ func (m *Manifest) compact() error {
 	}
 	write(m.headerLine())
 	var merged int64
-	for _, fs := range m.files {
+	for _, fs := range m.files.byKey {
 		for _, u := range fs.units {
 			for _, r := range u.dup() {
 				merged += r.To - r.From
@@ -452,19 +452,15 @@ func (m *Manifest) compact() error {
 	if m.reported != 0 {
 		write([]byte(`{"reported":` + strconv.FormatInt(m.reported, 10) + "}\n"))
 	}
-	ids := make([]FileID, 0, len(m.files))
-	for id := range m.files {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(a, b FileID) int { return m.files[a].idx - m.files[b].idx })
+	files := m.files.inOrder()
 	var buf []byte
-	for i, id := range ids {
-		fs := m.files[id]
+	for i, e := range files {
+		fs := e.fs
 		fs.idx = i
-		buf = appendFileLine(buf[:0], i, id)
+		buf = appendFileLine(buf[:0], i, m.files.id(e.key))
 		write(buf)
-		if fs.failed != "" {
-			write(appendFailedLine(buf[:0], i, fs.failed))
+		if why := m.files.failed[fs]; why != "" {
+			write(appendFailedLine(buf[:0], i, why))
 		}
 		for _, us := range fs.units {
 			u := us.unit
@@ -483,7 +479,7 @@ func (m *Manifest) compact() error {
 			}
 		}
 	}
-	m.nfiles = len(ids)
+	m.nfiles = len(files)
 	m.version = formatVersion
 	if werr == nil {
 		werr = w.Flush()
@@ -572,14 +568,14 @@ func (m *Manifest) Failed(f FileID, why string) error {
 	if why == "" {
 		why = "failed"
 	}
-	fs := m.fileLocked(f)
-	if fs.failed == why {
+	fs, isNew := m.fileLocked(f)
+	if m.files.failed[fs] == why {
 		return nil
 	}
-	if err := m.writeLocked(f, fs, appendFailedLine(nil, fs.idx, why)); err != nil {
+	if err := m.writeLocked(f, fs, isNew, appendFailedLine(nil, fs.idx, why)); err != nil {
 		return err
 	}
-	fs.failed = why
+	m.files.setFailed(fs, why)
 	return nil
 }
 
@@ -622,7 +618,7 @@ func (m *Manifest) Reset() error {
 	if err := m.resetReplica(); err != nil {
 		return m.fail(err)
 	}
-	m.files = make(map[FileID]*fileState)
+	m.files = fileIndex{}
 	m.nfiles = 0
 	return nil
 }
@@ -732,9 +728,11 @@ type FileStatus struct {
 func (m *Manifest) Status() []FileStatus {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]FileStatus, 0, len(m.files))
-	for id, fs := range m.files {
-		st := FileStatus{FileID: id, Failed: fs.failed}
+	files := m.files.inOrder()
+	out := make([]FileStatus, 0, len(files))
+	for _, e := range files {
+		fs := e.fs
+		st := FileStatus{FileID: m.files.id(e.key), Failed: m.files.failed[fs]}
 		for _, us := range fs.units {
 			st.Units = append(st.Units, UnitStatus{
 				Unit: us.unit, Rows: us.rows, Acked: slices.Clone(us.acked()), Pending: slices.Clone(us.pending()),
@@ -743,7 +741,6 @@ func (m *Manifest) Status() []FileStatus {
 		}
 		out = append(out, st)
 	}
-	slices.SortFunc(out, func(a, b FileStatus) int { return m.files[a.FileID].idx - m.files[b.FileID].idx })
 	return out
 }
 
@@ -770,7 +767,7 @@ func Inspect(path string) (Info, error) {
 
 // InspectData is Inspect of a manifest's bytes read elsewhere (from object storage); path names it.
 func InspectData(path string, data []byte) (Info, error) {
-	m := &Manifest{path: path, files: make(map[FileID]*fileState)}
+	m := &Manifest{path: path}
 	if _, _, _, err := m.replay(data); err != nil {
 		return Info{}, err
 	}
@@ -818,12 +815,12 @@ func (m *Manifest) lookup(f FileID, unit int) *unitState {
 
 // fileOf returns f's state, or that of the same file recorded without a layout (format 1).
 func (m *Manifest) fileOf(f FileID) *fileState {
-	if fs := m.files[f]; fs != nil || f.Layout == "" {
+	if fs := m.files.get(f); fs != nil || f.Layout == "" {
 		return fs
 	}
 	legacy := f
 	legacy.Layout = ""
-	return m.files[legacy]
+	return m.files.get(legacy)
 }
 
 // Ack records that rows r of the unit are acknowledged. Records are buffered; Sync makes them durable.
@@ -875,16 +872,16 @@ func (m *Manifest) clearFailed(f FileID) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	fs := m.fileOf(f)
-	if fs == nil || fs.failed == "" {
+	if fs == nil || m.files.failed[fs] == "" {
 		return nil
 	}
 	if err := m.usable(); err != nil {
 		return err
 	}
-	if err := m.writeLocked(f, fs, appendFailedLine(nil, fs.idx, "")); err != nil {
+	if err := m.writeLocked(f, fs, false, appendFailedLine(nil, fs.idx, "")); err != nil {
 		return err
 	}
-	fs.failed = ""
+	m.files.setFailed(fs, "")
 	return nil
 }
 
@@ -898,40 +895,42 @@ func (m *Manifest) recordUnit(f FileID, unit int, line func(u *unitState, idx in
 	if err := m.usable(); err != nil {
 		return err
 	}
-	fs := m.fileLocked(f)
+	fs, isNew := m.fileLocked(f)
 	u := fs.unit(unit)
 	var buf [96]byte
 	b, err := line(u, fs.idx, buf[:0])
 	if err != nil || b == nil {
 		return err
 	}
-	if err := m.writeLocked(f, fs, b); err != nil {
+	if err := m.writeLocked(f, fs, isNew, b); err != nil {
 		return err
 	}
 	apply(u)
 	return nil
 }
 
-// fileLocked returns f's state, creating it (undeclared) if needed.
-func (m *Manifest) fileLocked(f FileID) *fileState {
-	fs := m.fileOf(f)
-	if fs == nil {
-		fs = &fileState{idx: m.nfiles}
-		m.nfiles++
-		m.files[f] = fs
+// fileLocked returns f's state or, when the manifest has none, a new one for f (isNew), which
+// writeLocked adds once it has written f's "file" line.
+func (m *Manifest) fileLocked(f FileID) (fs *fileState, isNew bool) {
+	if fs := m.fileOf(f); fs != nil {
+		return fs, false
 	}
-	return fs
+	return &fileState{idx: m.nfiles}, true
 }
 
-// writeLocked buffers a record line about f, after f's "file" line if that was not written yet.
-func (m *Manifest) writeLocked(f FileID, fs *fileState, line []byte) error {
-	if !fs.declared {
-		line = append(appendFileLine(nil, fs.idx, f), line...) // fileLocked made fs for f itself
+// writeLocked buffers a record line about f. For a new state (from fileLocked) it writes f's "file"
+// line first and adds the state to the manifest.
+func (m *Manifest) writeLocked(f FileID, fs *fileState, isNew bool, line []byte) error {
+	if isNew {
+		line = append(appendFileLine(nil, fs.idx, f), line...)
 	}
 	if _, err := m.w.Write(line); err != nil {
 		return m.fail(fmt.Errorf("manifest %s: write: %w", m.path, err))
 	}
-	fs.declared = true
+	if isNew {
+		m.files.add(f, fs)
+		m.nfiles++
+	}
 	return nil
 }
 

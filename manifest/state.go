@@ -2,18 +2,121 @@ package manifest
 
 import (
 	"cmp"
+	"encoding/binary"
 	"slices"
+	"strings"
 )
 
 // A manifest keeps the state of every file it ever recorded (a million for a million-object
 // prefix), so that state is small, and smallest for a finished unit: TestHeapPerFile measures it.
 
-// fileState is what the manifest holds about one file version.
+// fileIndex holds the state of every file version a manifest knows. Its zero value is empty.
+type fileIndex struct {
+	// byKey maps a FileID's key (see appendKey) to its state: a key is the whole FileID in one
+	// string, one allocation per file and a 16-byte map key instead of five strings and 80 bytes.
+	byKey map[string]*fileState
+	// schemas are the schema fingerprints the keys hold by number, since most files share one, and
+	// schemaNum their numbers. (A number costs a key a byte where a unique.Handle would take eight,
+	// and the table goes with the manifest.)
+	schemas   []string
+	schemaNum map[string]int
+	// failed says why the last run that read a file gave it up, for the few files that have a reason.
+	failed map[*fileState]string
+}
+
+// fileState is what the manifest holds about one file version that has its "file" line in the
+// manifest (or in its buffer).
 type fileState struct {
-	units    []unitState // sorted by unit number
-	idx      int
-	failed   string // why the last run that read it gave it up, if it did
-	declared bool   // its "file" line is in the file (or the buffer)
+	units []unitState // sorted by unit number
+	idx   int
+}
+
+// fileEntry is a file's key and state.
+type fileEntry struct {
+	key string
+	fs  *fileState
+}
+
+// get returns f's state, or nil.
+func (ix *fileIndex) get(f FileID) *fileState {
+	num, ok := ix.schemaNum[f.Schema]
+	if !ok {
+		return nil
+	}
+	var buf [256]byte
+	return ix.byKey[string(appendKey(buf[:0], f, num))]
+}
+
+// add adds f's state, which get must not have.
+func (ix *fileIndex) add(f FileID, fs *fileState) {
+	if ix.byKey == nil {
+		ix.byKey, ix.schemaNum = map[string]*fileState{}, map[string]int{}
+	}
+	num, ok := ix.schemaNum[f.Schema]
+	if !ok {
+		num = len(ix.schemas)
+		ix.schemas = append(ix.schemas, strings.Clone(f.Schema))
+		ix.schemaNum[ix.schemas[num]] = num
+	}
+	var buf [256]byte
+	ix.byKey[string(appendKey(buf[:0], f, num))] = fs
+}
+
+// len returns the number of files.
+func (ix *fileIndex) len() int { return len(ix.byKey) }
+
+// setFailed records why the last run that read the file gave it up ("" for no reason).
+func (ix *fileIndex) setFailed(fs *fileState, why string) {
+	switch {
+	case why == "":
+		delete(ix.failed, fs)
+	case ix.failed == nil:
+		ix.failed = map[*fileState]string{fs: why}
+	default:
+		ix.failed[fs] = why
+	}
+}
+
+// inOrder returns every file in the order of their numbers.
+func (ix *fileIndex) inOrder() []fileEntry {
+	out := make([]fileEntry, 0, len(ix.byKey))
+	for key, fs := range ix.byKey {
+		out = append(out, fileEntry{key, fs})
+	}
+	slices.SortFunc(out, func(a, b fileEntry) int { return cmp.Compare(a.fs.idx, b.fs.idx) })
+	return out
+}
+
+// appendKey appends f's key, with its schema's number: the numbers as uvarints, then the ETag and
+// the layout each after its length, then the path, the rest of the key. Every field but the last
+// says where it ends, so two FileIDs have the same key only when they are equal.
+func appendKey(b []byte, f FileID, schema int) []byte {
+	b = binary.AppendUvarint(b, uint64(schema))
+	b = binary.AppendUvarint(b, uint64(f.Size))
+	b = binary.AppendUvarint(b, uint64(f.ModTimeNano))
+	b = binary.AppendUvarint(b, uint64(len(f.ETag)))
+	b = append(b, f.ETag...)
+	b = binary.AppendUvarint(b, uint64(len(f.Layout)))
+	b = append(b, f.Layout...)
+	return append(b, f.Path...)
+}
+
+// id returns the FileID of a key made by appendKey. Its strings share the key's bytes.
+func (ix *fileIndex) id(key string) FileID {
+	next := func() uint64 {
+		v, n := binary.Uvarint([]byte(key[:min(len(key), binary.MaxVarintLen64)]))
+		key = key[n:]
+		return v
+	}
+	field := func() string {
+		n := next()
+		s := key[:n]
+		key = key[n:]
+		return s
+	}
+	f := FileID{Schema: ix.schemas[next()], Size: int64(next()), ModTimeNano: int64(next()), ETag: field(), Layout: field()}
+	f.Path = key
+	return f
 }
 
 // unitState is what the manifest holds about one unit of a file.

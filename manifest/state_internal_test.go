@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -60,5 +61,51 @@ func TestUnitRangesLetGo(t *testing.T) {
 				t.Errorf("ranges kept = %t; want %t (rows %d, %+v)", kept, tt.kept, u.rows, u.r)
 			}
 		})
+	}
+}
+
+// TestFileIndex: a FileID comes back whole from its key, and FileIDs that differ in any field, even
+// where their fields joined would read the same, are different files.
+func TestFileIndex(t *testing.T) {
+	long := strings.Repeat("é/", 200)
+	ids := []FileID{
+		{},
+		{Path: "data/a.parquet", Size: 1000, ModTimeNano: 1_700_000_000_000_000_000, Schema: "s1"},
+		{Path: "data/a.parquet", Size: 1000, ModTimeNano: 1_700_000_000_000_000_000, Schema: "s1", Layout: "9f2c4be01d7a3e55"},
+		{Path: "data/a.parquet", Size: 1001, ModTimeNano: 1_700_000_000_000_000_000, Schema: "s1"},
+		{Path: "data/a.parquet", Size: 1000, ModTimeNano: 1_700_000_000_000_000_001, Schema: "s1"},
+		{Path: "data/a.parquet", Size: 1000, ModTimeNano: 1_700_000_000_000_000_000, Schema: "s2"},
+		{Path: "s3://b/k", Size: 5, ETag: `"d41d8cd98f00b204e9800998ecf8427e"`, Schema: "s1"},
+		{Path: "s3://b/k", Size: 5, ETag: `"d41d8cd98f00b204e9800998ecf8427e-2"`, Schema: "s1"},
+		{Path: "s3://b/k", Size: 5, ETag: "ab", Schema: "s1"},
+		{Path: "s3://b/k", Size: 5, ETag: "a", Layout: "b", Schema: "s1"},
+		{Path: "bs3://b/k", Size: 5, ETag: "a", Schema: "s1"},
+		{Path: "s3://b/k", Size: -1, ModTimeNano: -1, Schema: ""},
+		{Path: long, Size: 1 << 62, ETag: long, Layout: long, Schema: long},
+		{Path: "\x00\xff", Schema: "\x00"},
+	}
+	var ix fileIndex
+	for i, id := range ids {
+		if ix.get(id) != nil {
+			t.Fatalf("get(%+v) before add = a state; want nil (it matched an earlier FileID)", id)
+		}
+		ix.add(id, &fileState{idx: i})
+	}
+	if ix.len() != len(ids) {
+		t.Errorf("len() = %d; want %d", ix.len(), len(ids))
+	}
+	for i, e := range ix.inOrder() {
+		if e.fs.idx != i {
+			t.Fatalf("inOrder()[%d] is file %d", i, e.fs.idx)
+		}
+		if got := ix.id(e.key); got != ids[i] {
+			t.Errorf("id(key of %+v) = %+v", ids[i], got)
+		}
+		if fs := ix.get(ids[i]); fs != e.fs {
+			t.Errorf("get(%+v) = %+v; want file %d", ids[i], fs, i)
+		}
+	}
+	if len(ix.schemas) != 5 {
+		t.Errorf("%d schemas kept; want 5, each once", len(ix.schemas))
 	}
 }
