@@ -52,6 +52,13 @@
 // released by the operating system when a process dies. On Unix it is flock(2); on Windows
 // LockFileEx; elsewhere there is no lock.
 //
+// # Memory
+//
+// A Manifest holds what it knows of every file in memory, from Open to Close: 250 to 270 bytes
+// of heap for a finished file with a 100-byte path and an S3 ETag (TestHeapPerFile; where in that
+// range depends on the file count, as the map grows in steps), most of it the file's identity. A
+// unit with ranges pending, duplicated or acknowledged in pieces keeps them until it is finished.
+//
 // # Concurrency
 //
 // A Manifest is safe for concurrent use; record and query methods take a mutex and never wait for

@@ -119,3 +119,67 @@ func TestLayoutSeparatesFiles(t *testing.T) {
 		t.Error("a unit done under one layout is done under another")
 	}
 }
+
+// TestFinishedUnit: a finished unit (kept in a smaller form) answers as before, writes nothing for
+// records it holds already, still rejects contradictions, and still takes later duplicates and intents.
+func TestFinishedUnit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.jsonl")
+	m := open(t, path)
+	must(t, m.Intent(fileA, 0, manifest.Range{From: 0, To: 10}))
+	must(t, m.UnitRows(fileA, 0, 10))
+	must(t, m.Ack(fileA, 0, manifest.Range{From: 0, To: 10}))
+	must(t, m.Sync())
+	size := fileSize(t, path)
+	must(t, m.Ack(fileA, 0, manifest.Range{From: 0, To: 10}))
+	must(t, m.Ack(fileA, 0, manifest.Range{From: 2, To: 5}))
+	must(t, m.Intent(fileA, 0, manifest.Range{From: 0, To: 10}))
+	must(t, m.Intent(fileA, 0, manifest.Range{From: 3, To: 4}))
+	must(t, m.UnitRows(fileA, 0, 10))
+	must(t, m.Sync())
+	if got := fileSize(t, path); got != size {
+		t.Errorf("records the manifest held already grew the file from %d to %d bytes", size, got)
+	}
+	if err := m.Ack(fileA, 0, manifest.Range{From: 5, To: 11}); err == nil {
+		t.Error("Ack(past the rows) = nil; want an error")
+	}
+	if err := m.UnitRows(fileA, 0, 11); err == nil {
+		t.Error("UnitRows(another count) = nil; want an error")
+	}
+
+	check := func(m *manifest.Manifest, what string, want manifest.UnitStatus) {
+		t.Helper()
+		if got := m.Acked(fileA, 0); !slices.Equal(got, want.Acked) {
+			t.Errorf("%s: Acked() = %v; want %v", what, got, want.Acked)
+		}
+		if got := m.Pending(fileA, 0); !slices.Equal(got, want.Pending) {
+			t.Errorf("%s: Pending() = %v; want %v", what, got, want.Pending)
+		}
+		if n, ok := m.UnitRowCount(fileA, 0); n != want.Rows || !ok || !m.UnitDone(fileA, 0) {
+			t.Errorf("%s: UnitRowCount() = %d, %t, UnitDone() = %t; want %d, true, true", what, n, ok, m.UnitDone(fileA, 0), want.Rows)
+		}
+		st := m.Status()
+		if len(st) != 1 || len(st[0].Units) != 1 {
+			t.Fatalf("%s: Status() = %+v; want one file of one unit", what, st)
+		}
+		got := st[0].Units[0]
+		if got.Unit != 0 || got.Rows != want.Rows || !got.Done || !slices.Equal(got.Acked, want.Acked) ||
+			!slices.Equal(got.Pending, want.Pending) || !slices.Equal(got.Duplicated, want.Duplicated) {
+			t.Errorf("%s: Status() unit = %+v; want %+v", what, got, want)
+		}
+	}
+	finished := manifest.UnitStatus{Rows: 10, Acked: []manifest.Range{{0, 10}}, Done: true}
+	check(m, "recorded", finished)
+	must(t, m.Close())
+	m = open(t, path)
+	check(m, "reopened", finished)
+
+	must(t, m.Duplicate(fileA, 0, manifest.Range{From: 0, To: 4}))
+	must(t, m.Intent(fileA, 0, manifest.Range{From: 10, To: 12}))
+	later := finished
+	later.Pending, later.Duplicated = []manifest.Range{{10, 12}}, []manifest.Range{{0, 4}}
+	check(m, "after a duplicate and an intent", later)
+	must(t, m.Close())
+	m = open(t, path)
+	defer m.Close()
+	check(m, "reopened after a duplicate and an intent", later)
+}

@@ -75,8 +75,8 @@ type Manifest struct {
 	dupRows, reported int64
 	f                 *os.File
 	w                 *bufio.Writer
-	files             map[FileID]*fileState
-	nfiles            int
+	files             fileIndex
+	nfiles            int   // the next file number
 	err               error // sticky write error
 	closed            bool
 	// written counts flushes that wrote bytes; synced is the last count made durable.
@@ -89,20 +89,6 @@ type Manifest struct {
 	// the last sync handed them over.
 	replica Replica
 	tail    bytes.Buffer
-}
-
-type fileState struct {
-	idx      int
-	failed   string // why the last run that read it gave it up, if it did
-	declared bool   // its "file" line is in the file (or the buffer)
-	units    map[int]*unitState
-}
-
-type unitState struct {
-	acked []Range // sorted, merged
-	sent  []Range // intents: sorted, merged ranges sent (acknowledged or not)
-	dup   []Range // sorted, merged ranges sent again while their fate was unknown
-	rows  int64   // -1 until known
 }
 
 // Path returns the manifest file for a target and table inside dir: a readable, collision-free name.
@@ -154,7 +140,7 @@ func Open(path string, opts ...Option) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", path, err)
 	}
-	m := &Manifest{path: path, lock: lock, files: make(map[FileID]*fileState)}
+	m := &Manifest{path: path, lock: lock}
 	for _, o := range opts {
 		o(m)
 	}
@@ -357,15 +343,15 @@ func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) erro
 		m.reported += *r.Reported
 		return nil
 	case r.File != nil:
-		fs := &fileState{idx: *r.File, declared: true, units: map[int]*unitState{}}
+		fs := &fileState{idx: *r.File}
 		if _, dup := byIdx[fs.idx]; dup || fs.idx < 0 {
 			return fmt.Errorf("file number %d declared twice or negative", fs.idx)
 		}
-		if _, dup := m.files[r.FileID]; dup {
+		if m.files.get(r.FileID) != nil {
 			return fmt.Errorf("file %q declared twice", r.Path)
 		}
 		byIdx[fs.idx] = fs
-		m.files[r.FileID] = fs
+		m.files.add(r.FileID, fs)
 		m.nfiles = max(m.nfiles, fs.idx+1)
 		return nil
 	case r.F != nil && r.Failed != nil && r.U == nil:
@@ -373,7 +359,7 @@ func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) erro
 		if fs == nil {
 			return fmt.Errorf("file number %d is not declared", *r.F)
 		}
-		fs.failed = *r.Failed
+		m.files.setFailed(fs, *r.Failed)
 		return nil
 	case r.F != nil && r.U != nil:
 		fs := byIdx[*r.F]
@@ -389,48 +375,45 @@ func (m *Manifest) apply(line []byte, lineNo int, byIdx map[int]*fileState) erro
 			if *r.From < 0 || *r.To <= *r.From {
 				return fmt.Errorf("range [%d,%d) is empty or negative", *r.From, *r.To)
 			}
-			u.acked = addRange(u.acked, Range{*r.From, *r.To})
+			u.ack(Range{*r.From, *r.To})
 			return nil
 		case r.Sent != nil && r.From == nil && r.Rows == nil && r.Dup == nil:
 			if r.Sent.From < 0 || r.Sent.To <= r.Sent.From {
 				return fmt.Errorf("sent range [%d,%d) is empty or negative", r.Sent.From, r.Sent.To)
 			}
-			u.sent = addRange(u.sent, *r.Sent)
+			u.sent(*r.Sent)
 			return nil
 		case r.Dup != nil && r.From == nil && r.Rows == nil && r.Sent == nil:
 			if r.Dup.From < 0 || r.Dup.To <= r.Dup.From {
 				return fmt.Errorf("duplicate range [%d,%d) is empty or negative", r.Dup.From, r.Dup.To)
 			}
-			u.dup = addRange(u.dup, *r.Dup)
+			u.duplicated(*r.Dup)
 			m.dupRows += r.Dup.To - r.Dup.From
 			return nil
 		case r.Rows != nil && r.From == nil && r.To == nil:
 			if *r.Rows < 0 {
 				return fmt.Errorf("row count %d is negative", *r.Rows)
 			}
-			u.rows = *r.Rows
+			u.setRows(*r.Rows)
 			return nil
 		}
 	}
 	return errors.New("unknown record")
 }
 
-func (fs *fileState) unit(u int) *unitState {
-	us := fs.units[u]
-	if us == nil {
-		us = &unitState{rows: -1}
-		fs.units[u] = us
-	}
-	return us
-}
-
 // liveLines is the number of lines a compact rewrite holds.
 func (m *Manifest) liveLines() int {
 	n := 1
-	for _, fs := range m.files {
+	for _, fs := range m.files.byKey {
 		n++
 		for _, u := range fs.units {
-			n += len(u.acked) + len(u.dup) + len(pendingRanges(u))
+			n += len(u.pending()) + len(u.dup())
+			switch {
+			case u.r != nil:
+				n += len(u.r.acked)
+			case u.rows > 0:
+				n++ // the ack of a finished unit
+			}
 			if u.rows >= 0 {
 				n++
 			}
@@ -456,9 +439,9 @@ func (m *Manifest) compact() error {
 	}
 	write(m.headerLine())
 	var merged int64
-	for _, fs := range m.files {
+	for _, fs := range m.files.byKey {
 		for _, u := range fs.units {
-			for _, r := range u.dup {
+			for _, r := range u.dup() {
 				merged += r.To - r.From
 			}
 		}
@@ -469,44 +452,34 @@ func (m *Manifest) compact() error {
 	if m.reported != 0 {
 		write([]byte(`{"reported":` + strconv.FormatInt(m.reported, 10) + "}\n"))
 	}
-	ids := make([]FileID, 0, len(m.files))
-	for id := range m.files {
-		ids = append(ids, id)
-	}
-	slices.SortFunc(ids, func(a, b FileID) int { return m.files[a].idx - m.files[b].idx })
+	files := m.files.inOrder()
 	var buf []byte
-	for i, id := range ids {
-		fs := m.files[id]
+	for i, e := range files {
+		fs := e.fs
 		fs.idx = i
-		buf = appendFileLine(buf[:0], i, id)
+		buf = appendFileLine(buf[:0], i, m.files.id(e.key))
 		write(buf)
-		if fs.failed != "" {
-			write(appendFailedLine(buf[:0], i, fs.failed))
+		if why := m.files.failed[fs]; why != "" {
+			write(appendFailedLine(buf[:0], i, why))
 		}
-		units := make([]int, 0, len(fs.units))
-		for u := range fs.units {
-			units = append(units, u)
-		}
-		slices.Sort(units)
-		for _, u := range units {
-			us := fs.units[u]
+		for _, us := range fs.units {
+			u := us.unit
 			if us.rows >= 0 {
 				write(appendRowsLine(buf[:0], i, u, us.rows))
 			}
-			for _, r := range us.acked {
+			for _, r := range us.acked() {
 				write(appendAckLine(buf[:0], i, u, r))
 			}
-			// Intents already acknowledged are not kept: only the pending ones matter.
-			us.sent = pendingRanges(us)
-			for _, r := range us.sent {
+			// Intents already acknowledged are not kept (nor in memory): only the pending ones matter.
+			for _, r := range us.pending() {
 				write(appendRangeLine(buf[:0], i, u, "sent", r))
 			}
-			for _, r := range us.dup {
+			for _, r := range us.dup() {
 				write(appendRangeLine(buf[:0], i, u, "dup", r))
 			}
 		}
 	}
-	m.nfiles = len(ids)
+	m.nfiles = len(files)
 	m.version = formatVersion
 	if werr == nil {
 		werr = w.Flush()
@@ -595,14 +568,14 @@ func (m *Manifest) Failed(f FileID, why string) error {
 	if why == "" {
 		why = "failed"
 	}
-	fs := m.fileLocked(f)
-	if fs.failed == why {
+	fs, isNew := m.fileLocked(f)
+	if m.files.failed[fs] == why {
 		return nil
 	}
-	if err := m.writeLocked(f, fs, appendFailedLine(nil, fs.idx, why)); err != nil {
+	if err := m.writeLocked(f, fs, isNew, appendFailedLine(nil, fs.idx, why)); err != nil {
 		return err
 	}
-	fs.failed = why
+	m.files.setFailed(fs, why)
 	return nil
 }
 
@@ -625,37 +598,6 @@ func appendRowsLine(b []byte, f, u int, rows int64) []byte {
 	return append(b, "}\n"...)
 }
 
-// addRange inserts r into sorted, merged ranges, merging overlapping and adjacent ones.
-func addRange(rs []Range, r Range) []Range {
-	i, _ := slices.BinarySearchFunc(rs, r.From, func(x Range, from int64) int {
-		switch {
-		case x.To < from:
-			return -1
-		case x.From > from:
-			return 1
-		}
-		return 0
-	})
-	// rs[i:] are the ranges that end at or after r.From; merge every one that starts at or before r.To.
-	j := i
-	for j < len(rs) && rs[j].From <= r.To {
-		r.From = min(r.From, rs[j].From)
-		r.To = max(r.To, rs[j].To)
-		j++
-	}
-	return slices.Replace(rs, i, j, r)
-}
-
-// covered reports whether rs covers r entirely.
-func covered(rs []Range, r Range) bool {
-	for _, x := range rs {
-		if x.From <= r.From && r.To <= x.To {
-			return true
-		}
-	}
-	return false
-}
-
 // Reset forgets everything recorded (loader load --force) and starts a new epoch, so that targets
 // which remember the units they stored (by ids that include the epoch) take them again. It is
 // durable when it returns.
@@ -676,7 +618,7 @@ func (m *Manifest) Reset() error {
 	if err := m.resetReplica(); err != nil {
 		return m.fail(err)
 	}
-	m.files = make(map[FileID]*fileState)
+	m.files = fileIndex{}
 	m.nfiles = 0
 	return nil
 }
@@ -688,65 +630,32 @@ func (m *Manifest) Epoch() int64 {
 	return m.epoch
 }
 
-// pendingRanges returns the unit's intents not covered by acknowledgements.
-func pendingRanges(u *unitState) []Range {
-	var out []Range
-	for _, s := range u.sent {
-		out = append(out, subtract(s, u.acked)...)
-	}
-	return out
-}
-
-// subtract returns the parts of r not covered by rs (sorted, merged).
-func subtract(r Range, rs []Range) []Range {
-	var out []Range
-	cur := r.From
-	for _, x := range rs {
-		if x.To <= cur {
-			continue
-		}
-		if x.From >= r.To {
-			break
-		}
-		if x.From > cur {
-			out = append(out, Range{cur, x.From})
-		}
-		cur = max(cur, x.To)
-		if cur >= r.To {
-			return out
-		}
-	}
-	if cur < r.To {
-		out = append(out, Range{cur, r.To})
-	}
-	return out
-}
-
 // Pending returns the unit's ranges sent but not acknowledged (sorted, merged; nil when none): after
 // a crash or a fault, the target may or may not hold them.
 func (m *Manifest) Pending(f FileID, unit int) []Range {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if u := m.lookup(f, unit); u != nil {
-		return pendingRanges(u)
+		return slices.Clone(u.pending())
 	}
 	return nil
 }
 
 // Intent records that rows r of the unit are about to be sent. It is buffered like every record: the
 // caller must Sync before sending, so that after a crash the range is known to be possibly in the
-// target. Ranges already recorded as sent are not written again.
+// target. Ranges already recorded as sent, or acknowledged, are not written again.
 func (m *Manifest) Intent(f FileID, unit int, r Range) error {
-	return m.recordRange(f, unit, r, "sent", func(u *unitState) *[]Range { return &u.sent })
+	return m.recordRange(f, unit, r, "sent")
 }
 
 // Duplicate records that rows r of the unit were sent again while the fate of an earlier send was
 // unknown: the target may hold them twice.
 func (m *Manifest) Duplicate(f FileID, unit int, r Range) error {
-	return m.recordRange(f, unit, r, "dup", func(u *unitState) *[]Range { return &u.dup })
+	return m.recordRange(f, unit, r, "dup")
 }
 
-func (m *Manifest) recordRange(f FileID, unit int, r Range, key string, set func(*unitState) *[]Range) error {
+// recordRange records an intent (key "sent") or a duplicate ("dup").
+func (m *Manifest) recordRange(f FileID, unit int, r Range, key string) error {
 	if r.From == r.To && r.From >= 0 {
 		return nil
 	}
@@ -754,16 +663,17 @@ func (m *Manifest) recordRange(f FileID, unit int, r Range, key string, set func
 		return fmt.Errorf("manifest: %s unit %d: invalid row range [%d,%d)", f.Path, unit, r.From, r.To)
 	}
 	return m.recordUnit(f, unit, func(u *unitState, idx int, buf []byte) ([]byte, error) {
-		if key != "dup" && covered(*set(u), r) { // a duplicate counts every time
+		if key == "sent" && u.intended(r) { // a duplicate counts every time
 			return nil, nil
 		}
 		return appendRangeLine(buf, idx, unit, key, r), nil
 	}, func(u *unitState) {
-		p := set(u)
-		*p = addRange(*p, r)
-		if key == "dup" {
-			m.dupRows += r.To - r.From
+		if key == "sent" {
+			u.sent(r)
+			return
 		}
+		u.duplicated(r)
+		m.dupRows += r.To - r.From
 	})
 }
 
@@ -818,25 +728,19 @@ type FileStatus struct {
 func (m *Manifest) Status() []FileStatus {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]FileStatus, 0, len(m.files))
-	for id, fs := range m.files {
-		st := FileStatus{FileID: id, Failed: fs.failed}
-		units := make([]int, 0, len(fs.units))
-		for u := range fs.units {
-			units = append(units, u)
-		}
-		slices.Sort(units)
-		for _, u := range units {
-			us := fs.units[u]
+	files := m.files.inOrder()
+	out := make([]FileStatus, 0, len(files))
+	for _, e := range files {
+		fs := e.fs
+		st := FileStatus{FileID: m.files.id(e.key), Failed: m.files.failed[fs]}
+		for _, us := range fs.units {
 			st.Units = append(st.Units, UnitStatus{
-				Unit: u, Rows: us.rows, Acked: slices.Clone(us.acked), Pending: pendingRanges(us),
-				Duplicated: slices.Clone(us.dup),
-				Done:       us.rows >= 0 && (us.rows == 0 || covered(us.acked, Range{0, us.rows})),
+				Unit: us.unit, Rows: us.rows, Acked: slices.Clone(us.acked()), Pending: slices.Clone(us.pending()),
+				Duplicated: slices.Clone(us.dup()), Done: us.done(),
 			})
 		}
 		out = append(out, st)
 	}
-	slices.SortFunc(out, func(a, b FileStatus) int { return m.files[a.FileID].idx - m.files[b.FileID].idx })
 	return out
 }
 
@@ -863,7 +767,7 @@ func Inspect(path string) (Info, error) {
 
 // InspectData is Inspect of a manifest's bytes read elsewhere (from object storage); path names it.
 func InspectData(path string, data []byte) (Info, error) {
-	m := &Manifest{path: path, files: make(map[FileID]*fileState)}
+	m := &Manifest{path: path}
 	if _, _, _, err := m.replay(data); err != nil {
 		return Info{}, err
 	}
@@ -874,8 +778,10 @@ func InspectData(path string, data []byte) (Info, error) {
 func (m *Manifest) Acked(f FileID, unit int) []Range {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if u := m.lookup(f, unit); u != nil && len(u.acked) > 0 {
-		return slices.Clone(u.acked)
+	if u := m.lookup(f, unit); u != nil {
+		if acked := u.acked(); len(acked) > 0 {
+			return slices.Clone(acked)
+		}
 	}
 	return nil
 }
@@ -896,10 +802,7 @@ func (m *Manifest) UnitDone(f FileID, unit int) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	u := m.lookup(f, unit)
-	if u == nil || u.rows < 0 {
-		return false
-	}
-	return u.rows == 0 || covered(u.acked, Range{0, u.rows})
+	return u != nil && u.done()
 }
 
 func (m *Manifest) lookup(f FileID, unit int) *unitState {
@@ -907,17 +810,17 @@ func (m *Manifest) lookup(f FileID, unit int) *unitState {
 	if fs == nil {
 		return nil
 	}
-	return fs.units[unit]
+	return fs.find(unit)
 }
 
 // fileOf returns f's state, or that of the same file recorded without a layout (format 1).
 func (m *Manifest) fileOf(f FileID) *fileState {
-	if fs := m.files[f]; fs != nil || f.Layout == "" {
+	if fs := m.files.get(f); fs != nil || f.Layout == "" {
 		return fs
 	}
 	legacy := f
 	legacy.Layout = ""
-	return m.files[legacy]
+	return m.files.get(legacy)
 }
 
 // Ack records that rows r of the unit are acknowledged. Records are buffered; Sync makes them durable.
@@ -934,11 +837,11 @@ func (m *Manifest) Ack(f FileID, unit int, r Range) error {
 		if u.rows >= 0 && r.To > u.rows {
 			return nil, fmt.Errorf("manifest: %s unit %d: rows [%d,%d) past the unit's %d rows", f.Path, unit, r.From, r.To, u.rows)
 		}
-		if covered(u.acked, r) {
+		if covered(u.acked(), r) {
 			return nil, nil
 		}
 		return appendAckLine(buf, idx, unit, r), nil
-	}, func(u *unitState) { u.acked = addRange(u.acked, r) })
+	}, func(u *unitState) { u.ack(r) })
 }
 
 // UnitRows records the unit's total row count, once the reader has seen all of it. Recording the same
@@ -956,11 +859,12 @@ func (m *Manifest) UnitRows(f FileID, unit int, rows int64) error {
 			return nil, nil
 		case u.rows >= 0:
 			return nil, fmt.Errorf("manifest: %s unit %d: row count %d, but %d was recorded before", f.Path, unit, rows, u.rows)
-		case len(u.acked) > 0 && u.acked[len(u.acked)-1].To > rows:
-			return nil, fmt.Errorf("manifest: %s unit %d: row count %d, but rows up to %d were acknowledged", f.Path, unit, rows, u.acked[len(u.acked)-1].To)
+		}
+		if acked := u.acked(); len(acked) > 0 && acked[len(acked)-1].To > rows {
+			return nil, fmt.Errorf("manifest: %s unit %d: row count %d, but rows up to %d were acknowledged", f.Path, unit, rows, acked[len(acked)-1].To)
 		}
 		return appendRowsLine(buf, idx, unit, rows), nil
-	}, func(u *unitState) { u.rows = rows })
+	}, func(u *unitState) { u.setRows(rows) })
 }
 
 // clearFailed forgets a file's failure once a run finished one of its units.
@@ -968,16 +872,16 @@ func (m *Manifest) clearFailed(f FileID) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	fs := m.fileOf(f)
-	if fs == nil || fs.failed == "" {
+	if fs == nil || m.files.failed[fs] == "" {
 		return nil
 	}
 	if err := m.usable(); err != nil {
 		return err
 	}
-	if err := m.writeLocked(f, fs, appendFailedLine(nil, fs.idx, "")); err != nil {
+	if err := m.writeLocked(f, fs, false, appendFailedLine(nil, fs.idx, "")); err != nil {
 		return err
 	}
-	fs.failed = ""
+	m.files.setFailed(fs, "")
 	return nil
 }
 
@@ -991,40 +895,42 @@ func (m *Manifest) recordUnit(f FileID, unit int, line func(u *unitState, idx in
 	if err := m.usable(); err != nil {
 		return err
 	}
-	fs := m.fileLocked(f)
+	fs, isNew := m.fileLocked(f)
 	u := fs.unit(unit)
 	var buf [96]byte
 	b, err := line(u, fs.idx, buf[:0])
 	if err != nil || b == nil {
 		return err
 	}
-	if err := m.writeLocked(f, fs, b); err != nil {
+	if err := m.writeLocked(f, fs, isNew, b); err != nil {
 		return err
 	}
 	apply(u)
 	return nil
 }
 
-// fileLocked returns f's state, creating it (undeclared) if needed.
-func (m *Manifest) fileLocked(f FileID) *fileState {
-	fs := m.fileOf(f)
-	if fs == nil {
-		fs = &fileState{idx: m.nfiles, units: map[int]*unitState{}}
-		m.nfiles++
-		m.files[f] = fs
+// fileLocked returns f's state or, when the manifest has none, a new one for f (isNew), which
+// writeLocked adds once it has written f's "file" line.
+func (m *Manifest) fileLocked(f FileID) (fs *fileState, isNew bool) {
+	if fs := m.fileOf(f); fs != nil {
+		return fs, false
 	}
-	return fs
+	return &fileState{idx: m.nfiles}, true
 }
 
-// writeLocked buffers a record line about f, after f's "file" line if that was not written yet.
-func (m *Manifest) writeLocked(f FileID, fs *fileState, line []byte) error {
-	if !fs.declared {
-		line = append(appendFileLine(nil, fs.idx, f), line...) // fileLocked made fs for f itself
+// writeLocked buffers a record line about f. For a new state (from fileLocked) it writes f's "file"
+// line first and adds the state to the manifest.
+func (m *Manifest) writeLocked(f FileID, fs *fileState, isNew bool, line []byte) error {
+	if isNew {
+		line = append(appendFileLine(nil, fs.idx, f), line...)
 	}
 	if _, err := m.w.Write(line); err != nil {
 		return m.fail(fmt.Errorf("manifest %s: write: %w", m.path, err))
 	}
-	fs.declared = true
+	if isNew {
+		m.files.add(f, fs)
+		m.nfiles++
+	}
 	return nil
 }
 
