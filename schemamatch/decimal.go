@@ -27,6 +27,12 @@ func appendDecimalDigits(dst []byte, neg bool, digits []byte, up, scale, prec in
 	if neg && !zero {
 		dst = append(dst, '-')
 	}
+	if up == 0 && !zero && total > scale && scale > 0 { // the usual case: the digits, a point inside
+		at := total - scale
+		dst = append(dst, digits[:at]...)
+		dst = append(dst, '.')
+		return append(dst, digits[at:]...), true
+	}
 	if scale <= 0 {
 		dst = append(dst, digits...)
 		if !zero {
@@ -127,25 +133,30 @@ func (c *applyCtx) decimalText(n *node, in arrow.Array, reach []int) (arrow.Arra
 	b.ReserveData(ln * int(n.dstPrec/2+3))
 	up := n.dstScale - n.srcScale
 	var buf, scratch []byte
-	for i := 0; i < ln; i++ {
-		if in.IsNull(i) {
-			b.AppendNull()
-			continue
+	// each appends value i's text to buf (the switch on the array's type is made once, not per value)
+	var each func(i int) bool
+	switch a := in.(type) {
+	case *array.Decimal32:
+		each = func(i int) (ok bool) {
+			neg, mag := magnitude64(int64(a.Value(i)))
+			buf, scratch, ok = appendUnscaled(buf, scratch, neg, 0, mag, up, n.dstScale, n.dstPrec)
+			return ok
 		}
-		var ok bool
-		buf = buf[:0]
-		switch a := in.(type) {
-		case *array.Decimal32:
+	case *array.Decimal64:
+		each = func(i int) (ok bool) {
 			neg, mag := magnitude64(int64(a.Value(i)))
 			buf, scratch, ok = appendUnscaled(buf, scratch, neg, 0, mag, up, n.dstScale, n.dstPrec)
-		case *array.Decimal64:
-			neg, mag := magnitude64(int64(a.Value(i)))
-			buf, scratch, ok = appendUnscaled(buf, scratch, neg, 0, mag, up, n.dstScale, n.dstPrec)
-		case *array.Decimal128:
-			v := a.Value(i)
-			neg, hi, lo := magnitude128(v.HighBits(), v.LowBits())
+			return ok
+		}
+	case *array.Decimal128:
+		vals := a.Values()
+		each = func(i int) (ok bool) {
+			neg, hi, lo := magnitude128(vals[i].HighBits(), vals[i].LowBits())
 			buf, scratch, ok = appendUnscaled(buf, scratch, neg, hi, lo, up, n.dstScale, n.dstPrec)
-		case *array.Decimal256:
+			return ok
+		}
+	case *array.Decimal256:
+		each = func(i int) (ok bool) {
 			v := a.Value(i)
 			if w := v.Array(); w[2] == uint64(int64(w[1])>>63) && w[3] == w[2] { // fits 128 bits
 				neg, hi, lo := magnitude128(int64(w[1]), w[0])
@@ -153,10 +164,19 @@ func (c *applyCtx) decimalText(n *node, in arrow.Array, reach []int) (arrow.Arra
 			} else {
 				buf, scratch, ok = appendBigDecimal(buf, scratch, v.BigInt(), up, n.dstScale, n.dstPrec)
 			}
-		default:
-			return nil, fmt.Errorf("schemamatch: %s is not a decimal", in.DataType())
+			return ok
 		}
-		if !ok {
+	default:
+		return nil, fmt.Errorf("schemamatch: %s is not a decimal", in.DataType())
+	}
+	nulls := in.NullN() > 0
+	for i := 0; i < ln; i++ {
+		if nulls && in.IsNull(i) {
+			b.AppendNull()
+			continue
+		}
+		buf = buf[:0]
+		if !each(i) {
 			if err := c.fail(n, in, reach, i, fmt.Sprintf("value has more digits than DECIMAL(%d,%d) holds", n.dstPrec, n.dstScale)); err != nil {
 				return nil, err
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/loaderproject/loader/schemamatch"
@@ -36,6 +37,24 @@ func BenchmarkDecimal(b *testing.B) {
 				benchApply(b, mem, arrow.BinaryTypes.String, c.table, arr)
 			})
 		}
+	}
+	for _, n := range []int{1 << 10, 1 << 16} {
+		b.Run(fmt.Sprintf("decimal128-text/rows=%d", n), func(b *testing.B) {
+			// DECIMAL(12,2) as frames carry it, text: the amount column of the demo data.
+			dt := &arrow.Decimal128Type{Precision: 12, Scale: 2}
+			bl := array.NewDecimal128Builder(mem, dt)
+			for i := 0; i < n; i++ {
+				if i%10 == 9 {
+					bl.AppendNull()
+					continue
+				}
+				bl.Append(decimal128.FromI64(int64(i*7919%100_000_000) - 25_000_000))
+			}
+			arr := bl.NewArray()
+			bl.Release()
+			defer arr.Release()
+			benchApply(b, mem, dt, "DECIMAL(12,2)", arr)
+		})
 	}
 	for _, n := range []int{1 << 10, 1 << 16} {
 		b.Run(fmt.Sprintf("int32-decimal/rows=%d", n), func(b *testing.B) {
