@@ -216,9 +216,10 @@ func (fw *frameWriter) encode(rec arrow.RecordBatch, off, k int64, limit int) (*
 // only when it fits the limit. The first payload of a writer is the schema message, which it skips.
 //
 // A frame's buffer comes from pool when it is at least minPooledFrame bytes and the pool's size class
-// wastes at most a third of it (frames near a power-of-two limit, the usual case), else from Go. Every byte of it is written (header, then body and
-// its padding), so the pool need not zero it. Reused buffers spare Go zeroing fresh memory and
-// collecting it again: frames are most of what a load allocates.
+// wastes at most a third of it (frames near a power-of-two limit, the usual case), else from Go.
+// Every byte of it is written (header, then body and its padding), so the pool need not zero it.
+// Reused buffers spare Go zeroing fresh memory and collecting it again: frames are most of what a
+// load allocates.
 type capture struct {
 	started bool
 	pool    *bufpool.Pool

@@ -337,18 +337,23 @@ func TestDecimalTextIsToString(t *testing.T) {
 			}
 			rec := array.NewRecordBatch(src, []arrow.Array{arr}, int64(arr.Len()))
 			arr.Release()
-			out, err := plan.Apply(rec)
-			rec.Release()
-			if err != nil {
-				t.Fatalf("Apply = %v", err)
-			}
-			got := out.Column(0).(*array.LargeString)
-			for i, w := range want {
-				if got.Value(i) != w {
-					t.Errorf("%s -> DECIMAL(%d,%d): value %d = %q; want %q", dt, tc.pd, tc.sd, i, got.Value(i), w)
+			// the whole batch, and a slice of it (values start at the array's offset)
+			for _, from := range []int64{0, 7} {
+				in := rec.NewSlice(from, rec.NumRows())
+				out, err := plan.Apply(in)
+				in.Release()
+				if err != nil {
+					t.Fatalf("Apply = %v", err)
 				}
+				got := out.Column(0).(*array.LargeString)
+				for i, w := range want[from:] {
+					if got.Value(i) != w {
+						t.Errorf("%s -> DECIMAL(%d,%d), rows from %d: value %d = %q; want %q", dt, tc.pd, tc.sd, from, i, got.Value(i), w)
+					}
+				}
+				out.Release()
 			}
-			out.Release()
+			rec.Release()
 		}
 	}
 }
