@@ -62,9 +62,6 @@ func (ix *fileIndex) add(f FileID, fs *fileState) {
 	ix.byKey[string(appendKey(buf[:0], f, num))] = fs
 }
 
-// len returns the number of files.
-func (ix *fileIndex) len() int { return len(ix.byKey) }
-
 // setFailed records why the last run that read the file gave it up ("" for no reason).
 func (ix *fileIndex) setFailed(fs *fileState, why string) {
 	switch {

@@ -91,8 +91,8 @@ func TestFileIndex(t *testing.T) {
 		}
 		ix.add(id, &fileState{idx: i})
 	}
-	if ix.len() != len(ids) {
-		t.Errorf("len() = %d; want %d", ix.len(), len(ids))
+	if len(ix.byKey) != len(ids) {
+		t.Errorf("%d files indexed; want %d", len(ix.byKey), len(ids))
 	}
 	for i, e := range ix.inOrder() {
 		if e.fs.idx != i {
