@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -55,6 +57,12 @@ var scanDialects = []CSVOptions{
 // several sizes, so that lookahead and lookbehind cross window edges) with where the tokenizer
 // stops.
 func checkScan(t *testing.T, text []byte) {
+	checkScanUnits(t, text, []int64{1, 7}, []int{3, 4, 7, 1 << 10})
+}
+
+// checkScanUnits is checkScan with units of the given nominal sizes, scanned in windows of the given
+// sizes.
+func checkScanUnits(t *testing.T, text []byte, units []int64, windows []int) {
 	path := filepath.Join(t.TempDir(), "f.csv")
 	if err := os.WriteFile(path, text, 0o644); err != nil {
 		t.Fatal(err)
@@ -74,14 +82,14 @@ func checkScan(t *testing.T, text []byte) {
 			t.Fatal(err)
 		}
 		for _, header := range []bool{true, false} {
-			for _, unitBytes := range []int64{1, 7} {
+			for _, unitBytes := range units {
 				starts := csvUnitStarts(size, unitBytes)
 				want := make([]csvBound, len(starts))
 				wantErr := make([]error, len(starts))
 				for k := 1; k < len(starts); k++ {
 					want[k], wantErr[k] = wantBound(t, d, text, bom, header, starts[k])
 				}
-				for _, window := range []int{3, 4, 7, 1 << 10} {
+				for _, window := range windows {
 					for _, reach := range []bool{false, true} {
 						sp := newCSVSplit(path, d, starts, bom, header)
 						sp.window = window
@@ -133,6 +141,39 @@ func TestCSVScanMatchesTokenizer(t *testing.T) {
 		"1,\"a\",x,\"b\nc\"\n2,d\n3,\"e\",\"f\ng\",h\n",
 	} {
 		checkScan(t, []byte(text))
+	}
+}
+
+// TestCSVScanLongMatchesTokenizer checks the scan on longer texts than checkScan's, in windows that
+// end inside long fields: random records of plain, quoted, doubled-quote, multi-line and empty
+// fields, CRLF and blank lines, some with a quote the tokenizer stops at.
+func TestCSVScanLongMatchesTokenizer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	fields := []string{"a", "12345", "", "\"x,y\"", "\"say \"\"hi\"\"\"", "\"two\nlines\"", "\"crlf\r\nin\"", "\"\"", "\"\"\"\"", "tail\r", "\"\n\"", "\"a\"\"\"\"b\"",
+		"\"" + strings.Repeat("a long, quoted\nfield ", 12) + "\"", "\"" + strings.Repeat("x\"\",\n", 40) + "\""}
+	bad := []string{"x\"y", "\"a\"b", "\"a\"\rb", "\"a\" "}
+	for n := range 16 {
+		var text bytes.Buffer
+		text.WriteString("h1,h2,h3\n")
+		for text.Len() < 1000+n*150 {
+			if rng.IntN(20) == 0 {
+				text.WriteString([]string{"\n", "\r\n"}[rng.IntN(2)]) // a blank line
+			}
+			for f := range 3 {
+				if f > 0 {
+					text.WriteByte(',')
+				}
+				text.WriteString(fields[rng.IntN(len(fields))])
+			}
+			if n%4 == 3 && rng.IntN(40) == 0 {
+				text.WriteString("," + bad[rng.IntN(len(bad))])
+			}
+			text.WriteString([]string{"\n", "\r\n"}[rng.IntN(2)])
+		}
+		if n%2 == 1 {
+			text.Truncate(text.Len() - 1 - rng.IntN(10)) // end anywhere
+		}
+		checkScanUnits(t, text.Bytes(), []int64{61, 257}, []int{67, 1 << 10})
 	}
 }
 
