@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/decimal256"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -282,9 +283,16 @@ func TestDecimalTextIsToString(t *testing.T) {
 	// values around the 64- and 128-bit boundaries the formatting splits at, and the widest
 	edges := []string{"9223372036854775807", "9223372036854775808", "18446744073709551615", "18446744073709551616",
 		"9999999999999999999", "10000000000000000000", "99999999999999999999999999999999999999", "10000000000000000000000000000000000000"}
-	for _, tc := range []struct{ ps, ss, pd, sd int32 }{{38, 0, 38, 0}, {38, 10, 38, 10}, {18, 2, 20, 4}, {9, 9, 10, 10}, {30, 5, 38, 13}, {5, 0, 5, 0}, {38, 18, 38, 18}} {
+	// Cases up to 19 digits of the same scale are formatted by decimalTextFast; it gives way to the
+	// general formatting at the first value wider than 64 bits.
+	for _, tc := range []struct{ ps, ss, pd, sd int32 }{{38, 0, 38, 0}, {38, 10, 38, 10}, {18, 2, 20, 4}, {9, 9, 10, 10}, {30, 5, 38, 13}, {5, 0, 5, 0}, {38, 18, 38, 18},
+		{12, 2, 12, 2}, {18, 6, 18, 6}, {19, 3, 19, 3}, {4, 4, 4, 4}, {9, 1, 9, 1}} {
 		var bigs []*big.Int
 		for i := 0; i < 500; i++ {
+			if i%11 == 5 {
+				bigs = append(bigs, nil) // a null
+				continue
+			}
 			digits := 1 + rng.IntN(int(tc.ps))
 			s := ""
 			for k := 0; k < digits; k++ {
@@ -302,29 +310,58 @@ func TestDecimalTextIsToString(t *testing.T) {
 				bigs = append(bigs, bi, new(big.Int).Neg(bi))
 			}
 		}
-		for _, wide := range []bool{false, true} {
+		bigs = append(bigs, new(big.Int)) // zero
+		for _, width := range []int{128, 256, 64} {
 			var (
 				dt   arrow.DataType
 				arr  arrow.Array
-				want []string
+				want []string // "" for a null
 			)
-			if wide {
+			switch width {
+			case 256:
 				dt = &arrow.Decimal256Type{Precision: tc.ps, Scale: tc.ss}
 				b := array.NewDecimal256Builder(mem, dt.(*arrow.Decimal256Type))
 				for _, bi := range bigs {
+					if bi == nil {
+						b.AppendNull()
+						want = append(want, "")
+						continue
+					}
 					n := decimal256.FromBigInt(bi)
 					b.Append(n)
 					want = append(want, n.IncreaseScaleBy(tc.sd-tc.ss).ToString(tc.sd))
 				}
 				arr = b.NewArray()
 				b.Release()
-			} else {
+			case 128:
 				dt = &arrow.Decimal128Type{Precision: tc.ps, Scale: tc.ss}
 				b := array.NewDecimal128Builder(mem, dt.(*arrow.Decimal128Type))
 				for _, bi := range bigs {
+					if bi == nil {
+						b.AppendNull()
+						want = append(want, "")
+						continue
+					}
 					n := decimal128.FromBigInt(bi)
 					b.Append(n)
 					want = append(want, toStringScaled(n, tc.sd-tc.ss, tc.sd))
+				}
+				arr = b.NewArray()
+				b.Release()
+			case 64:
+				if tc.ps > 18 {
+					continue
+				}
+				dt = &arrow.Decimal64Type{Precision: tc.ps, Scale: tc.ss}
+				b := array.NewDecimal64Builder(mem, dt.(*arrow.Decimal64Type))
+				for _, bi := range bigs {
+					if bi == nil {
+						b.AppendNull()
+						want = append(want, "")
+						continue
+					}
+					b.Append(decimal.Decimal64(bi.Int64()))
+					want = append(want, toStringScaled(decimal128.FromBigInt(bi), tc.sd-tc.ss, tc.sd))
 				}
 				arr = b.NewArray()
 				b.Release()
@@ -347,7 +384,9 @@ func TestDecimalTextIsToString(t *testing.T) {
 				}
 				got := out.Column(0).(*array.LargeString)
 				for i, w := range want[from:] {
-					if got.Value(i) != w {
+					if null := w == ""; got.IsNull(i) != null {
+						t.Errorf("%s -> DECIMAL(%d,%d), rows from %d: value %d null %v; want %v", dt, tc.pd, tc.sd, from, i, got.IsNull(i), null)
+					} else if got.Value(i) != w {
 						t.Errorf("%s -> DECIMAL(%d,%d), rows from %d: value %d = %q; want %q", dt, tc.pd, tc.sd, from, i, got.Value(i), w)
 					}
 				}
@@ -411,7 +450,7 @@ func TestValueErrorsNameRowNotValue(t *testing.T) {
 			var arr arrow.Array
 			if tt.js == "raw" { // a value beyond the declared precision, as a corrupt file may hold
 				b := array.NewDecimal128Builder(mem, tt.src.(*arrow.Decimal128Type))
-				b.Append(decimal128.FromI64(1234567890))
+				b.Append(decimal128.FromI64(1234567)) // one digit more than DECIMAL(6,2) holds
 				arr = b.NewArray()
 				b.Release()
 			} else {
