@@ -330,28 +330,25 @@ const digitPairs = "000102030405060708091011121314151617181920212223242526272829
 	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
 	"8081828384858687888990919293949596979899"
 
-// putDecimal writes the text of the decimal whose sign is neg, unscaled magnitude mag and scale a
-// positive scale into dst (room for prec+3 bytes), as appendDecimalDigits lays it out, and returns
-// its length; ok is false when mag has more than prec digits.
+// putDecimal writes the text of the decimal whose sign is neg and unscaled magnitude mag, with
+// scale (positive) fractional digits, into dst (room for prec+3 bytes), as appendDecimalDigits lays
+// it out, and returns its length; ok is false when mag has more than prec digits.
 func putDecimal(dst []byte, neg bool, mag uint64, scale, prec int32) (int, bool) {
-	var tmp [20]byte
-	i := len(tmp)
-	for v := mag; ; {
-		if v < 10 {
-			i--
-			tmp[i] = '0' + byte(v)
-			break
-		}
+	var tmp [20]byte // the digits, right-aligned
+	i, v := len(tmp), mag
+	for v >= 100 {
 		q := v / 100
 		r := (v - q*100) * 2
-		if q == 0 { // two digits left
-			i -= 2
-			tmp[i], tmp[i+1] = digitPairs[r], digitPairs[r+1]
-			break
-		}
 		i -= 2
 		tmp[i], tmp[i+1] = digitPairs[r], digitPairs[r+1]
 		v = q
+	}
+	if v >= 10 {
+		i -= 2
+		tmp[i], tmp[i+1] = digitPairs[2*v], digitPairs[2*v+1]
+	} else {
+		i--
+		tmp[i] = '0' + byte(v)
 	}
 	digits := tmp[i:]
 	total := int32(len(digits))
