@@ -94,29 +94,10 @@ func tablesEqual(a, b arrow.Table) bool {
 
 func TestCorpusValidFiles(t *testing.T) {
 	for _, cf := range corpus.Valid(t) {
-		path := cf.Path
+		path, format := cf.Path, cf.Format
 		t.Run(filepath.Base(path), func(t *testing.T) {
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-			ctx := context.Background()
-			f := readers.File{Path: path, Format: cf.Format}
-			src, err := readers.Open(ctx, f, readers.WithAllocator(mem), readers.WithBatchBytes(64<<10))
-			var got arrow.Table
-			if err == nil {
-				got, err = readAll(t, ctx, src)
-				src.Close()
-			}
-			format := f.Format
-			if src != nil {
-				format = src.File().Format
-			}
-			defer func() {
-				if got != nil {
-					got.Release()
-				}
-				if n := mem.CurrentAlloc(); n != 0 && !corpus.PlainLeaks(path, format) {
-					t.Errorf("%d bytes still allocated after release (arrow-go's plain reader leaks nothing here)", n)
-				}
-			}()
+			got, release, err := readCorpusFile(t, context.Background(), readers.File{Path: path, Format: format}, path, readers.WithBatchBytes(64<<10))
+			defer release()
 			if why, known := corpus.KnownUnreadable[cf.Name()]; known {
 				if err == nil {
 					t.Fatalf("read fine; the test expects it to fail (%s): update knownUnreadable", why)
@@ -172,22 +153,8 @@ func TestCorpusBadFiles(t *testing.T) {
 	for _, cf := range corpus.Bad(t) {
 		path, format := cf.Path, cf.Format
 		t.Run(filepath.Base(filepath.Dir(path))+"/"+cf.Name(), func(t *testing.T) {
-			mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-			defer func() {
-				if n := mem.CurrentAlloc(); n != 0 && !corpus.PlainLeaks(path, format) {
-					t.Errorf("%d bytes still allocated after the error (arrow-go's plain reader leaks nothing here)", n)
-				}
-			}()
-			ctx := context.Background()
-			src, err := readers.Open(ctx, readers.File{Path: path, Format: format}, readers.WithAllocator(mem))
-			if err == nil {
-				var tbl arrow.Table
-				tbl, err = readAll(t, ctx, src)
-				if tbl != nil {
-					tbl.Release()
-				}
-				src.Close()
-			}
+			_, release, err := readCorpusFile(t, context.Background(), readers.File{Path: path, Format: format}, path)
+			defer release()
 			if err == nil {
 				return // some fuzz cases are valid files
 			}
@@ -199,6 +166,35 @@ func TestCorpusBadFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readCorpusFile opens f and reads every unit with a checked allocator: the rows as a table (nil
+// after an error), and a func that releases it and checks that every buffer is back, unless
+// arrow-go's own reader leaks on path (the file on disk; f may be its copy in a bucket).
+func readCorpusFile(t *testing.T, ctx context.Context, f readers.File, path string, opts ...readers.Option) (arrow.Table, func(), error) {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	format := f.Format
+	src, err := readers.Open(ctx, f, append(opts, readers.WithAllocator(mem))...)
+	var tbl arrow.Table
+	if err == nil {
+		format = src.File().Format
+		tbl, err = readAll(t, ctx, src)
+		src.Close()
+	}
+	if err != nil && tbl != nil {
+		tbl.Release()
+		tbl = nil
+	}
+	release := func() {
+		if tbl != nil {
+			tbl.Release()
+		}
+		if n := mem.CurrentAlloc(); n != 0 && !corpus.PlainLeaks(path, format) {
+			t.Errorf("%s: %d bytes still allocated after the read (arrow-go's plain reader leaks nothing here)", f.Path, n)
+		}
+	}
+	return tbl, release, err
 }
 
 func isINT96Pair(ours, plain arrow.DataType) bool {

@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-
 	"github.com/loaderproject/loader/internal/corpus"
 	"github.com/loaderproject/loader/readers"
 )
@@ -61,7 +58,7 @@ func TestCorpusFromObjects(t *testing.T) {
 		t.Run(filepath.Base(filepath.Dir(cf.Path))+"/"+cf.Name(), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			local, releaseLocal, lerr := readCorpusFile(t, ctx, readers.File{Path: cf.Path, Format: cf.Format}, cf.Path, nil)
+			local, releaseLocal, lerr := readCorpusFile(t, ctx, readers.File{Path: cf.Path, Format: cf.Format}, cf.Path, readers.WithBatchBytes(64<<10))
 			defer releaseLocal()
 			dopts := []readers.DiscoverOption{readers.WithObjectStore(st)}
 			if cf.Format != readers.FormatUnknown {
@@ -74,7 +71,7 @@ func TestCorpusFromObjects(t *testing.T) {
 			if len(files) != 1 {
 				t.Fatalf("Discover(%s) = %d files; want 1", url, len(files))
 			}
-			remote, releaseRemote, rerr := readCorpusFile(t, ctx, files[0], cf.Path, []readers.Option{readers.WithPrefetchBudget(&countingBudget{}, 0, readers.AheadLimits{})})
+			remote, releaseRemote, rerr := readCorpusFile(t, ctx, files[0], cf.Path, readers.WithBatchBytes(64<<10), readers.WithPrefetchBudget(&countingBudget{}, 0, readers.AheadLimits{}))
 			defer releaseRemote()
 			if ctx.Err() != nil {
 				t.Fatalf("did not finish within a minute: %v", rerr)
@@ -98,31 +95,4 @@ func TestCorpusFromObjects(t *testing.T) {
 			}
 		})
 	}
-}
-
-// readCorpusFile opens and reads every unit of f with a checked allocator: the rows as a table (nil
-// after an error), and a func that releases it and checks that every buffer is back, unless
-// arrow-go's own reader leaks on path (the file on disk).
-func readCorpusFile(t *testing.T, ctx context.Context, f readers.File, path string, opts []readers.Option) (arrow.Table, func(), error) {
-	t.Helper()
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
-	src, err := readers.Open(ctx, f, append(opts, readers.WithAllocator(mem), readers.WithBatchBytes(64<<10))...)
-	var tbl arrow.Table
-	if err == nil {
-		tbl, err = readAll(t, ctx, src)
-		src.Close()
-	}
-	if err != nil && tbl != nil {
-		tbl.Release()
-		tbl = nil
-	}
-	release := func() {
-		if tbl != nil {
-			tbl.Release()
-		}
-		if n := mem.CurrentAlloc(); n != 0 && !corpus.PlainLeaks(path, f.Format) {
-			t.Errorf("%s: %d bytes still allocated after the read", f.Path, n)
-		}
-	}
-	return tbl, release, err
 }

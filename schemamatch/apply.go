@@ -413,15 +413,21 @@ func scaleChecked[T ~int32 | ~int64](c *applyCtx, n *node, in arrow.Array, reach
 
 // newFixedWithNulls builds a fixed-width output whose validity is in's plus extra null slots.
 func newFixedWithNulls(mem memory.Allocator, dt arrow.DataType, in arrow.Array, values *memory.Buffer, extra []int) arrow.Array {
+	valid, nulls := validityWithNulls(mem, in, extra)
+	return newFixed(dt, in.Len(), valid, values, nulls)
+}
+
+// validityWithNulls returns in's validity re-based to offset 0 plus extra null slots, and its null
+// count (nil, 0 when there are no nulls).
+func validityWithNulls(mem memory.Allocator, in arrow.Array, extra []int) (*memory.Buffer, int) {
 	if len(extra) == 0 {
-		return newFixed(dt, in.Len(), validity(mem, in.Data()), values, in.NullN())
+		return validity(mem, in.Data()), in.NullN()
 	}
 	valid := ownValidity(mem, in)
 	for _, i := range extra {
 		bitutil.ClearBit(valid.Bytes(), i)
 	}
-	nulls := in.Len() - bitutil.CountSetBits(valid.Bytes(), 0, in.Len())
-	return newFixed(dt, in.Len(), valid, values, nulls)
+	return valid, in.Len() - bitutil.CountSetBits(valid.Bytes(), 0, in.Len())
 }
 
 // ownValidity returns a fresh copy of in's validity at offset 0 (all valid when in has none).

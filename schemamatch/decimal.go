@@ -28,12 +28,6 @@ func appendDecimalDigits(dst []byte, neg bool, digits []byte, up, scale, prec in
 	if neg && !zero {
 		dst = append(dst, '-')
 	}
-	if up == 0 && !zero && total > scale && scale > 0 { // the usual case: the digits, a point inside
-		at := total - scale
-		dst = append(dst, digits[:at]...)
-		dst = append(dst, '.')
-		return append(dst, digits[at:]...), true
-	}
 	if scale <= 0 {
 		dst = append(dst, digits...)
 		if !zero {
@@ -126,70 +120,93 @@ func appendBigDecimal(dst, scratch []byte, v *big.Int, up, scale, prec int32) ([
 	return out, scratch, ok
 }
 
+// decimalText casts a decimal array to its text, as decimal128.Num.ToString renders it at the
+// target's scale, written straight into the result's offsets and values: every text that fits the
+// target's precision takes at most prec+3 bytes (a sign, a leading zero and a point), so each value
+// has a slot of that width and the values buffer is sized once. A value with more digits than the
+// precision fails (c.fail), or becomes null when the failure is rescued.
 func (c *applyCtx) decimalText(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
-	if out := c.decimalTextFast(n, in); out != nil {
-		return out, nil
-	}
-	b := array.NewLargeStringBuilder(c.mem)
-	defer b.Release()
-	ln := in.Len()
-	b.Reserve(ln)
-	b.ReserveData(ln * int(n.dstPrec/2+3))
-	up := n.dstScale - n.srcScale
-	var buf, scratch []byte
-	// each appends value i's text to buf (the switch on the array's type is made once, not per value)
-	var each func(i int) bool
+	up, scale, prec := n.dstScale-n.srcScale, n.dstScale, n.dstPrec
+	// value returns value i's sign and magnitude hi:lo, or wide for one beyond 128 bits (the switch on
+	// the array's type is made once, not per value).
+	var value func(i int) (neg bool, hi, lo uint64, wide *big.Int)
 	switch a := in.(type) {
 	case *array.Decimal32:
-		each = func(i int) (ok bool) {
+		value = func(i int) (bool, uint64, uint64, *big.Int) {
 			neg, mag := magnitude64(int64(a.Value(i)))
-			buf, scratch, ok = appendUnscaled(buf, scratch, neg, 0, mag, up, n.dstScale, n.dstPrec)
-			return ok
+			return neg, 0, mag, nil
 		}
 	case *array.Decimal64:
-		each = func(i int) (ok bool) {
+		value = func(i int) (bool, uint64, uint64, *big.Int) {
 			neg, mag := magnitude64(int64(a.Value(i)))
-			buf, scratch, ok = appendUnscaled(buf, scratch, neg, 0, mag, up, n.dstScale, n.dstPrec)
-			return ok
+			return neg, 0, mag, nil
 		}
 	case *array.Decimal128:
 		vals := a.Values()
-		each = func(i int) (ok bool) {
+		value = func(i int) (bool, uint64, uint64, *big.Int) {
 			neg, hi, lo := magnitude128(vals[i].HighBits(), vals[i].LowBits())
-			buf, scratch, ok = appendUnscaled(buf, scratch, neg, hi, lo, up, n.dstScale, n.dstPrec)
-			return ok
+			return neg, hi, lo, nil
 		}
 	case *array.Decimal256:
-		each = func(i int) (ok bool) {
+		value = func(i int) (bool, uint64, uint64, *big.Int) {
 			v := a.Value(i)
 			if w := v.Array(); w[2] == uint64(int64(w[1])>>63) && w[3] == w[2] { // fits 128 bits
 				neg, hi, lo := magnitude128(int64(w[1]), w[0])
-				buf, scratch, ok = appendUnscaled(buf, scratch, neg, hi, lo, up, n.dstScale, n.dstPrec)
-			} else {
-				buf, scratch, ok = appendBigDecimal(buf, scratch, v.BigInt(), up, n.dstScale, n.dstPrec)
+				return neg, hi, lo, nil
 			}
-			return ok
+			return false, 0, 0, v.BigInt()
 		}
 	default:
 		return nil, fmt.Errorf("schemamatch: %s is not a decimal", in.DataType())
 	}
-	nulls := in.NullN() > 0
+	ln := in.Len()
+	width := int(prec) + 3
+	offBuf, rawOff := alloc(c.mem, ln+1, 8)
+	dataBuf, data := alloc(c.mem, ln, width)
+	offs := arrow.Int64Traits.CastFromBytes(rawOff)
+	var scratch []byte
+	var extraNulls []int
+	pos, nulls, usual := 0, in.NullN() > 0, up == 0 && scale > 0
 	for i := 0; i < ln; i++ {
+		offs[i] = int64(pos)
 		if nulls && in.IsNull(i) {
-			b.AppendNull()
 			continue
 		}
-		buf = buf[:0]
-		if !each(i) {
-			if err := c.fail(n, in, reach, i, fmt.Sprintf("value has more digits than DECIMAL(%d,%d) holds", n.dstPrec, n.dstScale)); err != nil {
+		neg, hi, lo, wide := value(i)
+		slot := data[pos : pos : pos+width]
+		var out []byte
+		var ok bool
+		switch {
+		case wide != nil:
+			out, scratch, ok = appendBigDecimal(slot, scratch, wide, up, scale, prec)
+		case hi == 0 && usual:
+			var k int
+			k, ok = putDecimal(slot[:width], neg, lo, scale, prec)
+			out = slot[:k]
+		default:
+			out, scratch, ok = appendUnscaled(slot, scratch, neg, hi, lo, up, scale, prec)
+		}
+		if !ok {
+			if err := c.fail(n, in, reach, i, fmt.Sprintf("value has more digits than DECIMAL(%d,%d) holds", prec, scale)); err != nil {
+				release(offBuf, dataBuf)
 				return nil, err
 			}
-			b.AppendNull()
+			extraNulls = append(extraNulls, i)
 			continue
 		}
-		b.BinaryBuilder.Append(buf)
+		if len(out) > width { // appended past its slot, so into another buffer
+			release(offBuf, dataBuf)
+			return nil, fmt.Errorf("schemamatch: DECIMAL(%d,%d) text of %d bytes, more than %d", prec, scale, len(out), width)
+		}
+		pos += len(out)
 	}
-	return b.NewArray(), nil
+	offs[ln] = int64(pos)
+	dataBuf.ResizeNoShrink(pos)
+	valid, nullN := validityWithNulls(c.mem, in, extraNulls)
+	nd := array.NewData(arrow.BinaryTypes.LargeString, ln, []*memory.Buffer{valid, offBuf, dataBuf}, nil, nullN, 0)
+	release(valid, offBuf, dataBuf)
+	defer nd.Release()
+	return array.MakeFromData(nd), nil
 }
 
 func (c *applyCtx) intDecimalText(n *node, in arrow.Array) arrow.Array {
@@ -260,71 +277,6 @@ func (c *applyCtx) textDecimal(n *node, in arrow.Array, reach []int) (arrow.Arra
 	return b.NewArray(), nil
 }
 
-// decimalTextFast is decimalText for the usual case: a decimal32, decimal64 or decimal128 array
-// whose every valid value's magnitude fits 64 bits and within the target's precision, with as many
-// fractional digits as the target's scale (a positive one). It writes the text straight into the
-// values and offsets of the result, exactly as decimalText does through a builder, and returns nil
-// (having allocated nothing it keeps) at the first value it cannot take: decimalText then starts
-// over.
-func (c *applyCtx) decimalTextFast(n *node, in arrow.Array) arrow.Array {
-	scale, prec := n.dstScale, n.dstPrec
-	if n.dstScale != n.srcScale || scale <= 0 || prec > 38 {
-		return nil
-	}
-	var value func(i int) (neg bool, mag uint64, ok bool)
-	switch a := in.(type) {
-	case *array.Decimal32:
-		value = func(i int) (bool, uint64, bool) {
-			neg, mag := magnitude64(int64(a.Value(i)))
-			return neg, mag, true
-		}
-	case *array.Decimal64:
-		value = func(i int) (bool, uint64, bool) {
-			neg, mag := magnitude64(int64(a.Value(i)))
-			return neg, mag, true
-		}
-	case *array.Decimal128:
-		vals := a.Values()
-		value = func(i int) (bool, uint64, bool) {
-			neg, hi, lo := magnitude128(vals[i].HighBits(), vals[i].LowBits())
-			return neg, lo, hi == 0
-		}
-	default:
-		return nil
-	}
-	d := in.Data()
-	ln := d.Len()
-	width := int(prec) + 3 // a sign, a leading zero and a point at most
-	offBuf, rawOff := alloc(c.mem, ln+1, 8)
-	dataBuf, data := alloc(c.mem, ln, width)
-	offs := arrow.Int64Traits.CastFromBytes(rawOff)
-	pos, nulls := 0, in.NullN() > 0
-	for i := 0; i < ln; i++ {
-		offs[i] = int64(pos)
-		if nulls && in.IsNull(i) {
-			continue
-		}
-		neg, mag, ok := value(i)
-		if !ok {
-			release(offBuf, dataBuf)
-			return nil
-		}
-		k, ok := putDecimal(data[pos:pos+width], neg, mag, scale, prec)
-		if !ok {
-			release(offBuf, dataBuf)
-			return nil
-		}
-		pos += k
-	}
-	offs[ln] = int64(pos)
-	dataBuf.ResizeNoShrink(pos)
-	valid := validity(c.mem, d)
-	nd := array.NewData(arrow.BinaryTypes.LargeString, ln, []*memory.Buffer{valid, offBuf, dataBuf}, nil, d.NullN(), 0)
-	release(valid, offBuf, dataBuf)
-	defer nd.Release()
-	return array.MakeFromData(nd)
-}
-
 // digitPairs holds the two digits of 00 to 99.
 const digitPairs = "00010203040506070809101112131415161718192021222324252627282930313233343536373839" +
 	"40414243444546474849505152535455565758596061626364656667686970717273747576777879" +
@@ -332,7 +284,8 @@ const digitPairs = "000102030405060708091011121314151617181920212223242526272829
 
 // putDecimal writes the text of the decimal whose sign is neg and unscaled magnitude mag, with
 // scale (positive) fractional digits, into dst (room for prec+3 bytes), as appendDecimalDigits lays
-// it out, and returns its length; ok is false when mag has more than prec digits.
+// it out, and returns its length; ok is false when mag has more than prec digits. It is
+// decimalText's formatter for the usual case.
 func putDecimal(dst []byte, neg bool, mag uint64, scale, prec int32) (int, bool) {
 	var tmp [20]byte // the digits, right-aligned
 	i, v := len(tmp), mag

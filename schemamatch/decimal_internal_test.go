@@ -6,8 +6,9 @@ import (
 	"testing"
 )
 
-// TestPutDecimalIsAppendUnscaled checks decimalTextFast's formatter against the general one on
-// random and edge magnitudes, for every scale and precision the fast path takes up to 20 digits.
+// TestPutDecimalIsAppendUnscaled checks putDecimal, decimalText's formatter for the usual case,
+// against the general layout on random and edge magnitudes, for every precision and every scale up
+// to 20.
 func TestPutDecimalIsAppendUnscaled(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	mags := []uint64{0, 1, 9, 10, 99, 100, 999, 1000, math.MaxInt64, math.MaxInt64 + 1, math.MaxUint64, 9999999999999999999, 10000000000000000000}

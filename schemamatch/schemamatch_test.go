@@ -283,8 +283,8 @@ func TestDecimalTextIsToString(t *testing.T) {
 	// values around the 64- and 128-bit boundaries the formatting splits at, and the widest
 	edges := []string{"9223372036854775807", "9223372036854775808", "18446744073709551615", "18446744073709551616",
 		"9999999999999999999", "10000000000000000000", "99999999999999999999999999999999999999", "10000000000000000000000000000000000000"}
-	// Cases up to 19 digits of the same scale are formatted by decimalTextFast; it gives way to the
-	// general formatting at the first value wider than 64 bits.
+	// Values of up to 64 bits at the same scale are formatted by putDecimal, the others by the
+	// general layout (appendUnscaled).
 	for _, tc := range []struct{ ps, ss, pd, sd int32 }{{38, 0, 38, 0}, {38, 10, 38, 10}, {18, 2, 20, 4}, {9, 9, 10, 10}, {30, 5, 38, 13}, {5, 0, 5, 0}, {38, 18, 38, 18},
 		{12, 2, 12, 2}, {18, 6, 18, 6}, {19, 3, 19, 3}, {4, 4, 4, 4}, {9, 1, 9, 1}} {
 		var bigs []*big.Int
@@ -311,60 +311,53 @@ func TestDecimalTextIsToString(t *testing.T) {
 			}
 		}
 		bigs = append(bigs, new(big.Int)) // zero
+		// build fills b with bigs (nil: a null) through add, which appends one and returns its text.
+		build := func(b array.Builder, add func(*big.Int) string) (arrow.Array, []string) {
+			defer b.Release()
+			var want []string // "" for a null
+			for _, bi := range bigs {
+				if bi == nil {
+					b.AppendNull()
+					want = append(want, "")
+					continue
+				}
+				want = append(want, add(bi))
+			}
+			return b.NewArray(), want
+		}
 		for _, width := range []int{128, 256, 64} {
 			var (
 				dt   arrow.DataType
 				arr  arrow.Array
-				want []string // "" for a null
+				want []string
 			)
 			switch width {
 			case 256:
 				dt = &arrow.Decimal256Type{Precision: tc.ps, Scale: tc.ss}
 				b := array.NewDecimal256Builder(mem, dt.(*arrow.Decimal256Type))
-				for _, bi := range bigs {
-					if bi == nil {
-						b.AppendNull()
-						want = append(want, "")
-						continue
-					}
+				arr, want = build(b, func(bi *big.Int) string {
 					n := decimal256.FromBigInt(bi)
 					b.Append(n)
-					want = append(want, n.IncreaseScaleBy(tc.sd-tc.ss).ToString(tc.sd))
-				}
-				arr = b.NewArray()
-				b.Release()
+					return n.IncreaseScaleBy(tc.sd - tc.ss).ToString(tc.sd)
+				})
 			case 128:
 				dt = &arrow.Decimal128Type{Precision: tc.ps, Scale: tc.ss}
 				b := array.NewDecimal128Builder(mem, dt.(*arrow.Decimal128Type))
-				for _, bi := range bigs {
-					if bi == nil {
-						b.AppendNull()
-						want = append(want, "")
-						continue
-					}
+				arr, want = build(b, func(bi *big.Int) string {
 					n := decimal128.FromBigInt(bi)
 					b.Append(n)
-					want = append(want, toStringScaled(n, tc.sd-tc.ss, tc.sd))
-				}
-				arr = b.NewArray()
-				b.Release()
+					return toStringScaled(n, tc.sd-tc.ss, tc.sd)
+				})
 			case 64:
 				if tc.ps > 18 {
 					continue
 				}
 				dt = &arrow.Decimal64Type{Precision: tc.ps, Scale: tc.ss}
 				b := array.NewDecimal64Builder(mem, dt.(*arrow.Decimal64Type))
-				for _, bi := range bigs {
-					if bi == nil {
-						b.AppendNull()
-						want = append(want, "")
-						continue
-					}
+				arr, want = build(b, func(bi *big.Int) string {
 					b.Append(decimal.Decimal64(bi.Int64()))
-					want = append(want, toStringScaled(decimal128.FromBigInt(bi), tc.sd-tc.ss, tc.sd))
-				}
-				arr = b.NewArray()
-				b.Release()
+					return toStringScaled(decimal128.FromBigInt(bi), tc.sd-tc.ss, tc.sd)
+				})
 			}
 			src := arrow.NewSchema([]arrow.Field{{Name: "d", Type: dt, Nullable: true}}, nil)
 			table := mustTable(t, fmt.Sprintf("d DECIMAL(%d,%d)", tc.pd, tc.sd))
@@ -394,6 +387,43 @@ func TestDecimalTextIsToString(t *testing.T) {
 			}
 			rec.Release()
 		}
+	}
+}
+
+// TestDecimalTextRescued: with a rescue column, a decimal value beyond the target's precision (as a
+// corrupt file may hold) becomes null and goes to the rescue column, its neighbours and nulls as
+// they were.
+func TestDecimalTextRescued(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	dt := &arrow.Decimal128Type{Precision: 4, Scale: 2}
+	b := array.NewDecimal128Builder(mem, dt)
+	b.Append(decimal128.FromI64(150))
+	b.Append(decimal128.FromI64(1234567)) // one digit more than DECIMAL(6,2) holds
+	b.AppendNull()
+	b.Append(decimal128.FromI64(-5))
+	arr := b.NewArray()
+	b.Release()
+	src := arrow.NewSchema([]arrow.Field{{Name: "d", Type: dt, Nullable: true}}, nil)
+	plan, err := schemamatch.NewPlan(src, mustTable(t, "d DECIMAL(6,2), _rescued_data STRING"), schemamatch.WithRescueColumn("_rescued_data"), schemamatch.WithAllocator(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := array.NewRecordBatch(src, []arrow.Array{arr}, int64(arr.Len()))
+	arr.Release()
+	defer rec.Release()
+	out, err := plan.Apply(rec)
+	if err != nil {
+		t.Fatalf("Apply = %v", err)
+	}
+	defer out.Release()
+	d := out.Column(0).(*array.LargeString)
+	if d.NullN() != 2 || d.IsNull(0) || d.Value(0) != "1.50" || !d.IsNull(1) || !d.IsNull(2) || d.IsNull(3) || d.Value(3) != "-0.05" {
+		t.Errorf("d = %v (%d nulls); want [1.50 null null -0.05]", d, d.NullN())
+	}
+	resc := out.Column(1).(*array.LargeString)
+	if resc.IsNull(1) || !strings.Contains(resc.Value(1), `"d"`) || !resc.IsNull(0) {
+		t.Errorf("rescued = %v; want row 1 only, naming d", resc)
 	}
 }
 
