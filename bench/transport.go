@@ -43,6 +43,7 @@ func encodePrefix(ctx context.Context, cfg load.Config, schema *tableschema.Sche
 			mu.Lock()
 			defer mu.Unlock()
 			if p.bytes+int64(f.Size()) > limit && len(p.frames) > 0 {
+				f.Release()
 				return errPrefixFull
 			}
 			p.frames = append(p.frames, f)
@@ -52,6 +53,7 @@ func encodePrefix(ctx context.Context, cfg load.Config, schema *tableschema.Sche
 		})
 	})
 	if err != nil && !errors.Is(err, errPrefixFull) {
+		p.release()
 		return nil, err
 	}
 	p.complete = err == nil
@@ -59,6 +61,14 @@ func encodePrefix(ctx context.Context, cfg load.Config, schema *tableschema.Sche
 		return nil, errors.New("the dataset encodes to no frames")
 	}
 	return p, nil
+}
+
+// release drops the prefix's references to its frames (and so to the batches they hold).
+func (p *prefix) release() {
+	for _, f := range p.frames {
+		f.Release()
+	}
+	p.frames = nil
 }
 
 // sendPrefix sends the prefix's frames over streams DoPuts on conns connections with flightclient's
@@ -89,10 +99,12 @@ func sendPrefix(ctx context.Context, p *prefix, endpoint string, dialect flightc
 				if sent >= total {
 					return
 				}
+				f.Retain() // the prefix keeps its reference; Load releases this one
 				select {
 				case frames <- f:
 					sent += int64(f.Size())
 				case <-ctx.Done():
+					f.Release()
 					return
 				}
 			}

@@ -1,7 +1,6 @@
 package flightclient
 
 import (
-	"github.com/apache/arrow-go/v18/arrow/flight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
@@ -11,14 +10,18 @@ import (
 	"github.com/loaderproject/loader/partitioner"
 )
 
-// zeroCopyMin is the body size from which frameCodec references the body instead of copying it.
-const zeroCopyMin = 32 << 10
+// refMin is the smallest body segment frameCodec references rather than copies: below it a copy costs
+// less than gRPC's bookkeeping for one more buffer.
+const refMin = 4 << 10
 
 // frameCodec is the protobuf codec, except that it marshals a data frame without copying its body: the
-// envelope (header, app_metadata and the body's tag and length) goes into a small buffer and the body
-// is referenced as it is, so a frame's bytes go from the encoder to the socket with no copy in between. The wire bytes are those protobuf writes (fields in number order, empty ones left
-// out). It relies on frames never being modified after they are sent, which the partitioner's frames
-// are not. Everything else, PutResults included, goes through the standard codec.
+// envelope (header, app_metadata and the body's tag and length) and the body's small segments go into
+// a small buffer, and its large segments, which are the Arrow buffers of the batch the frame was cut
+// from, are referenced as they are. So a frame's bytes go from the decoded batch to gRPC's write
+// buffer with no copy in between. The wire bytes are those protobuf writes (fields in number order,
+// empty ones left out). It relies on a frame's bytes never being modified while it is held, which
+// the partitioner's frames are not. Everything else, PutResults included, goes through the standard
+// codec.
 type frameCodec struct{ base encoding.CodecV2 }
 
 var wireCodec = frameCodec{base: encoding.GetCodecV2(proto.Name)}
@@ -30,12 +33,13 @@ func (c frameCodec) Name() string { return c.base.Name() }
 
 func (c frameCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.base.Unmarshal(data, v) }
 
-// framedData is a data frame's FlightData on its way to the wire, with the frame its body is. A
-// pooled frame is retained for as long as gRPC holds the body: gRPC frees the buffer it is handed
-// once the bytes are written out, or dropped with the call, and only then does frameRef release it.
+// framedData is a data frame on its way to the wire: the FlightData's header and app_metadata, and
+// the frame whose body it carries. A held frame is retained for each segment gRPC is given by
+// reference: gRPC frees each buffer once its bytes are written out, or dropped with the call, and
+// only then does frameRef release the frame.
 type framedData struct {
-	fd    *flight.FlightData
-	frame *partitioner.Frame
+	header, appMetadata []byte
+	frame               *partitioner.Frame
 }
 
 // frameRef is the mem.BufferPool of one reference to a frame: putting the buffer back releases it.
@@ -45,32 +49,64 @@ func (r frameRef) Get(n int) *[]byte { b := make([]byte, n); return &b }
 func (r frameRef) Put(*[]byte)       { r.f.Release() }
 
 func (c frameCodec) Marshal(v any) (mem.BufferSlice, error) {
-	var frame *partitioner.Frame
-	if m, ok := v.(*framedData); ok {
-		v, frame = m.fd, m.frame
+	m, ok := v.(*framedData)
+	if !ok {
+		return c.base.Marshal(v)
 	}
-	fd, ok := v.(*flight.FlightData)
-	if !ok || fd.FlightDescriptor != nil || len(fd.DataBody) < zeroCopyMin {
-		return c.base.Marshal(v) // only the schema frame carries a descriptor, and it has no body
+	f := m.frame
+	n := f.BodyLen()
+	small := n
+	if f.Held() {
+		small = 0
+		for _, s := range f.Segments() {
+			if !referenced(s) {
+				small += len(s)
+			}
+		}
 	}
-	b := make([]byte, 0, len(fd.DataHeader)+len(fd.AppMetadata)+32)
-	if len(fd.DataHeader) > 0 {
+	b := make([]byte, 0, len(m.header)+len(m.appMetadata)+32+small)
+	if len(m.header) > 0 {
 		b = protowire.AppendTag(b, 2, protowire.BytesType)
-		b = protowire.AppendBytes(b, fd.DataHeader)
+		b = protowire.AppendBytes(b, m.header)
 	}
-	if len(fd.AppMetadata) > 0 {
+	if len(m.appMetadata) > 0 {
 		b = protowire.AppendTag(b, 3, protowire.BytesType)
-		b = protowire.AppendBytes(b, fd.AppMetadata)
+		b = protowire.AppendBytes(b, m.appMetadata)
+	}
+	if n == 0 {
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 	}
 	b = protowire.AppendTag(b, 1000, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(len(fd.DataBody)))
-	body := mem.Buffer(mem.SliceBuffer(fd.DataBody))
-	if frame != nil && frame.Pooled() {
-		// Counted by gRPC (bodies of zeroCopyMin bytes are far above its pooling threshold), so the
-		// frame's bytes stay its own until gRPC frees the buffer (TestFrameCodecHoldsPooledFrames).
-		frame.Retain()
-		data := fd.DataBody
-		body = mem.NewBuffer(&data, frameRef{frame})
+	b = protowire.AppendVarint(b, uint64(n))
+	if !f.Held() {
+		// A frame made by hand holds nothing: its body is its owner's, referenced while gRPC writes it.
+		return mem.BufferSlice{mem.SliceBuffer(b), mem.SliceBuffer(f.Body)}, nil
 	}
-	return mem.BufferSlice{mem.SliceBuffer(b), body}, nil
+	var out mem.BufferSlice
+	start := 0 // b[start:] is not in out yet
+	for _, s := range f.Segments() {
+		if !referenced(s) {
+			b = append(b, s...)
+			continue
+		}
+		if len(b) > start {
+			out = append(out, mem.SliceBuffer(b[start:len(b):len(b)]))
+			start = len(b)
+		}
+		// Counted by gRPC (referenced segments are above its pooling threshold), so the frame's
+		// buffers stay its own until gRPC frees this one (TestFrameCodecHoldsFrames).
+		f.Retain()
+		seg := s
+		out = append(out, mem.NewBuffer(&seg, frameRef{f}))
+	}
+	if len(b) > start {
+		out = append(out, mem.SliceBuffer(b[start:]))
+	}
+	return out, nil
+}
+
+// referenced says whether frameCodec references a segment of a held frame rather than copy it: a
+// large one, which gRPC counts (mem.NewBuffer counts buffers by their capacity).
+func referenced(s []byte) bool {
+	return len(s) >= refMin && !mem.IsBelowBufferPoolingThreshold(cap(s))
 }

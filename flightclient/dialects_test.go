@@ -94,9 +94,11 @@ func idleProducer(ctx context.Context, frames []*partitioner.Frame, n int, repor
 					}
 				}
 			}
+			f.Retain() // the fixture keeps its reference; Load takes this one
 			select {
 			case ch <- f:
 			case <-ctx.Done():
+				f.Release()
 				return
 			}
 		}

@@ -57,9 +57,10 @@ func ExampleClient_Load() {
 		defer close(frames)
 		_ = enc.Encode(rec, partitioner.Span{}, func(f *partitioner.Frame) error {
 			if err := budget.Acquire(ctx, int64(f.Size())); err != nil {
+				f.Release()
 				return err
 			}
-			frames <- f
+			frames <- f // Load releases it once acknowledged
 			return nil
 		})
 	}()

@@ -82,6 +82,10 @@ type loadRun struct {
 // of it had to be sent again), so the caller can record [Span.Row, Span.Row+Rows) and release the
 // frame's Size. Frames of one stream are reported in the order that stream took them. When ctx ends,
 // Load returns ctx's error.
+//
+// Load takes over the reference of each frame it receives: it releases the frame once acked returns
+// (acked retains it to keep it longer), and, when it returns early, releases the frames it took that
+// were not acknowledged. Frames it never received are still the caller's.
 func (c *Client) Load(ctx context.Context, table tableschema.TableName, schema *arrow.Schema, enc *partitioner.Encoder,
 	streams int, frames <-chan *partitioner.Frame, acked func(*partitioner.Frame)) (Stats, error) {
 	stats := Stats{Streams: streams}
@@ -197,6 +201,7 @@ func (s *stream) signal() {
 }
 
 func (s *stream) run(ctx context.Context) error {
+	defer s.releaseQueue()
 	attempt := 0
 	for {
 		s.mu.Lock()
@@ -279,6 +284,22 @@ func backoff(attempt int, base, max time.Duration) time.Duration {
 	return half + rand.N(d-half+1)
 }
 
+// releaseQueue releases the frames of the pieces left when the stream ends (an error, or ctx's end):
+// each re-sliced piece's own, and each item's as it came from the channel, once.
+func (s *stream) releaseQueue() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, p := range s.queue {
+		if p.frame != p.item.orig {
+			p.frame.Release()
+		}
+		if i == len(s.queue)-1 || s.queue[i+1].item != p.item {
+			p.item.orig.Release() // an item's pieces are consecutive
+		}
+	}
+	s.queue, s.sent, s.unacked = nil, 0, 0
+}
+
 func (s *stream) enqueue(f *partitioner.Frame) {
 	s.mu.Lock()
 	s.queue = append(s.queue, &piece{item: &item{orig: f}, frame: f})
@@ -339,6 +360,9 @@ func (s *stream) prepare() error {
 	s.log.Debug("re-sliced a partly acknowledged frame", "span", p.frame.Span.String(), "acked_rows", p.prefix, "resend_rows", rest.NumRows())
 	s.unacked += size - int64(p.frame.Size())
 	s.queue = append(pieces, s.queue[1:]...)
+	if p.frame != p.item.orig {
+		p.frame.Release() // a remainder re-sliced again
+	}
 	return nil
 }
 
@@ -718,9 +742,8 @@ func (s *stream) sendPiece(cl *call, p *piece) error {
 	if s.lr.c.unitID != nil && len(meta) > 1 && meta[len(meta)-1] == '}' {
 		meta = appendUnitMeta(meta[:len(meta)-1], s.lr.c.unitID(p.frame.Span), p.frame.Span.Row, p.frame.Span.Row+p.frame.Rows)
 	}
-	fd := &flight.FlightData{DataHeader: p.frame.Header, DataBody: p.frame.Body, AppMetadata: meta}
 	cl.bytes += int64(p.frame.Size())
-	return cl.ps.SendMsg(&framedData{fd: fd, frame: p.frame})
+	return cl.ps.SendMsg(&framedData{header: p.frame.Header, appMetadata: meta, frame: p.frame})
 }
 
 // armLocked points the ack timer at the oldest piece on the wire; the timer is made the first time
@@ -843,6 +866,9 @@ func (s *stream) completeLocked(records int64) []*partitioner.Frame {
 		s.queue = s.queue[1:]
 		s.sent--
 		s.unacked -= int64(p.frame.Size())
+		if p.frame != p.item.orig {
+			p.frame.Release() // a re-sliced remainder, done
+		}
 		if p.item.done >= p.item.orig.Rows {
 			done = append(done, p.item.orig)
 		}
@@ -857,5 +883,6 @@ func (s *stream) report(done []*partitioner.Frame) {
 		s.lr.nBytes.Add(int64(f.Size()))
 		s.lr.nRows.Add(f.Rows)
 		s.lr.acked(f)
+		f.Release()
 	}
 }

@@ -80,6 +80,11 @@ func newFixture(t testing.TB, mem memory.Allocator, rows int64, maxFrame int, op
 		t.Fatal(err)
 	}
 	fx := &fixture{enc: enc, rows: rows}
+	t.Cleanup(func() { // before the allocator's check, made before the fixture
+		for _, f := range fx.frames {
+			f.Release()
+		}
+	})
 	if err := enc.Encode(rec, partitioner.Span{File: 1, Unit: 2}, func(f *partitioner.Frame) error {
 		fx.frames = append(fx.frames, f)
 		return nil
@@ -95,9 +100,11 @@ func produce(ctx context.Context, frames []*partitioner.Frame) <-chan *partition
 	go func() {
 		defer close(ch)
 		for _, f := range frames {
+			f.Retain() // the fixture keeps its reference; Load takes this one
 			select {
 			case ch <- f:
 			case <-ctx.Done():
+				f.Release()
 				return
 			}
 		}

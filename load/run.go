@@ -356,6 +356,9 @@ func (p *pipeline) run(ctx context.Context) (flightclient.Stats, error) {
 		cancelProd()
 	}
 	<-prodDone
+	for f := range p.frames {
+		f.Release() // sent to the channel, never taken by the client (it stopped early)
+	}
 	cancelWire()
 	<-syncDone
 
@@ -440,7 +443,6 @@ func (p *pipeline) acked(f *partitioner.Frame) {
 	st.rows.Add(f.Rows)
 	p.cfg.Progress.Rows.Add(f.Rows)
 	p.cfg.Progress.Bytes.Add(int64(f.Size()))
-	f.Release() // the pipeline's reference: its buffer may now carry a later frame
 }
 
 // summarize fills in the run's figures; complete says it was not interrupted, so rows read but neither
@@ -869,11 +871,13 @@ func (p *pipeline) send(ctx context.Context, fr *fileRun, unit int, rec arrow.Re
 	return p.enc.Encode(out, partitioner.Span{File: fr.idx, Unit: unit, Row: r.From}, func(f *partitioner.Frame) error {
 		size := int64(f.Size())
 		if err := p.budget.Acquire(ctx, size); err != nil {
+			f.Release()
 			return err
 		}
 		// The frame's intent is durable before it can reach the wire (the channel holds a few).
 		if err := p.intend(fr.st.id, unit, manifest.Range{From: f.Span.Row, To: f.Span.Row + f.Rows}, unknown); err != nil {
 			p.budget.Release(size)
+			f.Release()
 			return err
 		}
 		// Counted apart from the budget, so InFlightPeak checks the budget rather than echoing it.
@@ -888,6 +892,7 @@ func (p *pipeline) send(ctx context.Context, fr *fileRun, unit int, rec arrow.Re
 			p.inflight.Add(-size)
 			p.cfg.Progress.InFlight.Add(-size)
 			p.budget.Release(size)
+			f.Release()
 			return ctx.Err()
 		}
 	})

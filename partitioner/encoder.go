@@ -1,6 +1,7 @@
 package partitioner
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -12,8 +13,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/arrow/util"
-
-	"github.com/loaderproject/loader/internal/bufpool"
 )
 
 // Sizing factors. After a frame of k rows encoded to s bytes, the next guess is k*grow*limit/s rows;
@@ -23,10 +22,6 @@ const (
 	growFactor   = 0.95
 	shrinkFactor = 0.9
 )
-
-// minPooledFrame is the smallest frame whose buffer comes from the encoder's pool: smaller ones cost
-// Go little, and the client's codec copies bodies this small rather than reference them.
-const minPooledFrame = 32 << 10
 
 // Encoder encodes batches of one schema into frames of at most maxFrameBytes. It is safe for
 // concurrent use.
@@ -38,8 +33,6 @@ type Encoder struct {
 	schemaMsg []byte
 
 	writers sync.Pool // *frameWriter
-	// frames holds the buffers of released frames (see Frame), for the frames encoded next.
-	frames *bufpool.Pool
 
 	// bytesPerRow is the float64 bits of the encoded bytes per row of the last frame, the first guess
 	// for the next batch (0 until a frame was encoded).
@@ -56,8 +49,8 @@ func NewEncoder(schema *arrow.Schema, maxFrameBytes int, opts ...EncoderOption) 
 		return nil, fmt.Errorf("partitioner: frame limit %d bytes, want a positive number", maxFrameBytes)
 	}
 	cfg := newEncoderConfig(opts)
-	e := &Encoder{schema: schema, max: maxFrameBytes, cfg: cfg, frames: bufpool.NewUnzeroed()}
-	e.ipcOpts = []ipc.Option{ipc.WithSchema(schema), ipc.WithAllocator(cfg.mem)}
+	e := &Encoder{schema: schema, max: maxFrameBytes, cfg: cfg}
+	e.ipcOpts = []ipc.Option{ipc.WithSchema(schema)}
 	switch cfg.compression {
 	case CompressionNone:
 	case CompressionLZ4:
@@ -108,7 +101,8 @@ func (e *Encoder) SchemaMessage() []byte { return e.schemaMsg }
 
 // Encode cuts rec into frames no larger than the limit and calls emit with each, in row order; span
 // locates rec's first row, and each frame's Span is advanced by the rows before it. A row that alone
-// exceeds the limit is an error wrapping ErrRowTooLarge. The caller keeps ownership of rec.
+// exceeds the limit is an error wrapping ErrRowTooLarge. The caller keeps its reference to rec; each
+// frame takes one of its own (see Frame), and emit receives the frame's only reference.
 //
 // A batch without rows yields no frame. An error returned by emit stops Encode and is returned as is.
 // A batch whose schema differs from the encoder's is an error.
@@ -184,45 +178,79 @@ func (e *Encoder) getWriter() *frameWriter {
 	if fw, ok := e.writers.Get().(*frameWriter); ok {
 		return fw
 	}
-	fw := &frameWriter{c: capture{pool: e.frames}}
-	fw.w = ipc.NewWriterWithPayloadWriter(&fw.c, e.ipcOpts...)
+	fw := &frameWriter{alloc: deferringAllocator{mem: e.cfg.mem}}
+	fw.w = ipc.NewWriterWithPayloadWriter(&fw.c, append(e.ipcOpts, ipc.WithAllocator(&fw.alloc))...)
 	return fw
 }
 
 // frameWriter is an IPC writer whose payloads land in a capture instead of a stream. The writer keeps
 // its record encoder and compressors between calls.
 type frameWriter struct {
-	w *ipc.Writer
-	c capture
+	w     *ipc.Writer
+	c     capture
+	alloc deferringAllocator
 }
 
 // encode encodes rows [off, off+k) of rec. It returns the frame when it fits limit, else nil, and the
-// encoded size either way.
+// encoded size either way. The frame references rec's buffers and the buffers the IPC writer made for
+// it, and holds both (see Frame).
 func (fw *frameWriter) encode(rec arrow.RecordBatch, off, k int64, limit int) (*Frame, int, error) {
 	slice := rec.NewSlice(off, off+k)
-	defer slice.Release()
 	fw.c.limit = limit
 	fw.c.frame, fw.c.size, fw.c.wrote = nil, 0, false
-	if err := fw.w.Write(slice); err != nil {
-		return nil, 0, err
+	fw.alloc.deferring = true
+	err := fw.w.Write(slice) // releases its payload: the buffers made for the frame are freed into alloc.frees
+	slice.Release()          // rec keeps the buffers the frame references from it
+	frees := fw.alloc.frees
+	fw.alloc.deferring, fw.alloc.frees = false, nil
+	f, size := fw.c.frame, fw.c.size
+	fw.c.frame = nil
+	switch {
+	case err != nil:
+	case !fw.c.wrote:
+		err = errors.New("the IPC writer produced no record batch message")
+	case f != nil:
+		rec.Retain()
+		f.hold = &hold{rec: rec, mem: fw.alloc.mem, frees: frees}
+		f.refs.Store(1)
+		return f, size, nil
 	}
-	if !fw.c.wrote {
-		return nil, 0, errors.New("the IPC writer produced no record batch message")
+	for _, b := range frees {
+		fw.alloc.mem.Free(b)
 	}
-	return fw.c.frame, fw.c.size, nil
+	return nil, size, err
 }
 
-// capture is an ipc.PayloadWriter that measures each record batch payload and copies it into a Frame
-// only when it fits the limit. The first payload of a writer is the schema message, which it skips.
-//
-// A frame's buffer comes from pool when it is at least minPooledFrame bytes and the pool's size class
-// wastes at most a third of it (frames near a power-of-two limit, the usual case), else from Go.
-// Every byte of it is written (header, then body and its padding), so the pool need not zero it.
-// Reused buffers spare Go zeroing fresh memory and collecting it again: frames are most of what a
-// load allocates.
+// deferringAllocator is the IPC writer's allocator. While a frame is encoded, frees are kept rather
+// than done: the writer frees the buffers it made for the payload (rebased offsets, realigned
+// bitmaps, compressed buffers) as soon as the payload is written, and the frame's body references
+// them. The frame frees them on its last Release. Used by one goroutine at a time, as its writer.
+type deferringAllocator struct {
+	mem       memory.Allocator
+	deferring bool
+	frees     [][]byte
+}
+
+func (a *deferringAllocator) Allocate(size int) []byte { return a.mem.Allocate(size) }
+
+func (a *deferringAllocator) Reallocate(size int, b []byte) []byte {
+	return a.mem.Reallocate(size, b) // only while a buffer is built, before any frame references it
+}
+
+func (a *deferringAllocator) Free(b []byte) {
+	if a.deferring {
+		a.frees = append(a.frees, b)
+		return
+	}
+	a.mem.Free(b)
+}
+
+// capture is an ipc.PayloadWriter that measures each record batch payload and, when it fits the
+// limit, makes a Frame of it without copying the body: the frame's segments are the slices
+// SerializeBody writes, which are the payload's buffers themselves and the IPC padding (a static
+// block of zeros). The first payload of a writer is the schema message, which it skips.
 type capture struct {
 	started bool
-	pool    *bufpool.Pool
 
 	limit int
 	wrote bool
@@ -243,45 +271,32 @@ func (c *capture) WritePayload(p ipc.Payload) error {
 		return errors.New("IPC payload without metadata")
 	}
 	defer meta.Release()
-	var cnt countingWriter
-	if err := p.SerializeBody(&cnt); err != nil {
+	var body segments
+	if err := p.SerializeBody(&body); err != nil {
 		return err
 	}
 	c.wrote = true
-	c.size = meta.Len() + cnt.n
+	c.size = meta.Len() + body.n
 	if c.size > c.limit {
 		return nil
 	}
-	pooled := c.pool != nil && c.size >= minPooledFrame && bufpool.Capacity(c.size) <= c.size+c.size/3
-	var buf []byte
-	if pooled {
-		buf = c.pool.Allocate(c.size)[:meta.Len()]
-	} else {
-		buf = make([]byte, meta.Len(), c.size)
-	}
-	copy(buf, meta.Bytes())
-	w := appendWriter{b: buf}
-	if err := p.SerializeBody(&w); err != nil {
-		return err
-	}
-	if len(w.b) != c.size || &w.b[0] != &buf[0] {
-		return fmt.Errorf("IPC body serialized to %d bytes, measured %d", len(w.b)-meta.Len(), c.size-meta.Len())
-	}
-	c.frame = &Frame{Header: w.b[:meta.Len():meta.Len()], Body: w.b[meta.Len():c.size:c.size]}
-	if pooled {
-		c.frame.pool, c.frame.buf = c.pool, w.b[:cap(w.b)]
-		c.frame.refs.Store(1)
-	}
+	c.frame = &Frame{Header: bytes.Clone(meta.Bytes()), segs: body.segs, bodyLen: body.n}
 	return nil
 }
 
-type countingWriter struct{ n int }
+// segments is an io.Writer that keeps the slices written to it, without copying them.
+type segments struct {
+	segs [][]byte
+	n    int
+}
 
-func (w *countingWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
-
-type appendWriter struct{ b []byte }
-
-func (w *appendWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
+func (w *segments) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		w.segs = append(w.segs, p)
+		w.n += len(p)
+	}
+	return len(p), nil
+}
 
 // Decode turns a frame back into a record batch (used to re-slice a partially acknowledged frame). The
 // caller must Release the batch; it may share memory with the frame's body.
@@ -302,16 +317,20 @@ func (e *Encoder) Decode(f *Frame) (rec arrow.RecordBatch, err error) {
 			rec, err = nil, fmt.Errorf("partitioner: decode %s: malformed IPC message: %v", f.Span, p)
 		}
 	}()
+	body := f.Body
+	if body == nil {
+		body = f.AppendBody(nil) // the batch decoded shares it: a copy, so the batch does not need the frame
+	}
 	msgs := &messageList{msgs: []*ipc.Message{
 		ipc.NewMessage(memory.NewBufferBytes(e.schemaMsg), memory.NewBufferBytes(nil)),
-		ipc.NewMessage(memory.NewBufferBytes(f.Header), memory.NewBufferBytes(f.Body)),
+		ipc.NewMessage(memory.NewBufferBytes(f.Header), memory.NewBufferBytes(body)),
 	}}
 	defer msgs.releaseAll()
 	if t := msgs.msgs[1].Type(); t != ipc.MessageRecordBatch {
 		return nil, fmt.Errorf("partitioner: decode %s: header is a %s message, want a record batch", f.Span, t)
 	}
-	if n := msgs.msgs[1].BodyLen(); n != int64(len(f.Body)) {
-		return nil, fmt.Errorf("partitioner: decode %s: body is %d bytes, its header says %d", f.Span, len(f.Body), n)
+	if n := msgs.msgs[1].BodyLen(); n != int64(len(body)) {
+		return nil, fmt.Errorf("partitioner: decode %s: body is %d bytes, its header says %d", f.Span, len(body), n)
 	}
 	rdr, err := ipc.NewReaderFromMessageReader(msgs, ipc.WithAllocator(e.cfg.mem), ipc.WithSchema(e.schema))
 	if err != nil {

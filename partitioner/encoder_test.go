@@ -1,6 +1,7 @@
 package partitioner_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -15,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/util"
 	"go.uber.org/goleak"
 
+	"github.com/loaderproject/loader/internal/bufpool"
 	"github.com/loaderproject/loader/partitioner"
 )
 
@@ -184,9 +186,18 @@ func encodeAll(t *testing.T, enc *partitioner.Encoder, rec arrow.RecordBatch, sp
 	return frames
 }
 
-// checkFrames asserts the frames' limit and spans, decodes them and compares the rows with rec.
+// releaseFrames drops the references the frames came with.
+func releaseFrames(frames []*partitioner.Frame) {
+	for _, f := range frames {
+		f.Release()
+	}
+}
+
+// checkFrames asserts the frames' limit and spans, decodes them and compares the rows with rec, then
+// releases the frames.
 func checkFrames(t *testing.T, enc *partitioner.Encoder, rec arrow.RecordBatch, span partitioner.Span, limit int, frames []*partitioner.Frame) {
 	t.Helper()
+	defer releaseFrames(frames)
 	row := span.Row
 	for i, f := range frames {
 		if f.Size() > limit {
@@ -293,10 +304,10 @@ func TestEncodeCompressionShrinks(t *testing.T) {
 			t.Fatal(err)
 		}
 		frames := encodeAll(t, enc, rec, partitioner.Span{})
-		checkFrames(t, enc, rec, partitioner.Span{}, 64<<20, frames)
 		for _, f := range frames {
 			n += f.Size()
 		}
+		checkFrames(t, enc, rec, partitioner.Span{}, 64<<20, frames)
 		return n
 	}
 	plain := size(partitioner.CompressionNone)
@@ -331,6 +342,7 @@ func TestEncodeRowTooLarge(t *testing.T) {
 	var rows int64
 	err = enc.Encode(rec, partitioner.Span{File: 2, Unit: 1, Row: 100}, func(f *partitioner.Frame) error {
 		rows += f.Rows
+		f.Release()
 		return nil
 	})
 	if !errors.Is(err, partitioner.ErrRowTooLarge) {
@@ -374,7 +386,8 @@ func TestEncodeEmitErrorStops(t *testing.T) {
 	}
 	stop := errors.New("stop")
 	calls := 0
-	err = enc.Encode(rec, partitioner.Span{}, func(*partitioner.Frame) error {
+	err = enc.Encode(rec, partitioner.Span{}, func(f *partitioner.Frame) error {
+		f.Release()
 		calls++
 		if calls == 3 {
 			return stop
@@ -442,6 +455,7 @@ func TestSchemaMessage(t *testing.T) {
 	rec := buildNested(mem, 3)
 	defer rec.Release()
 	frames := encodeAll(t, enc, rec, partitioner.Span{})
+	defer releaseFrames(frames)
 	got, err := enc.Decode(frames[0])
 	if err != nil {
 		t.Fatal(err)
@@ -461,7 +475,10 @@ func TestDecodeBadFrames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := encodeAll(t, enc, rec, partitioner.Span{})[0]
+	frames := encodeAll(t, enc, rec, partitioner.Span{})
+	defer releaseFrames(frames)
+	good := frames[0]
+	body := good.AppendBody(nil)
 	tests := []struct {
 		name string
 		f    *partitioner.Frame
@@ -470,8 +487,8 @@ func TestDecodeBadFrames(t *testing.T) {
 		{"empty header", &partitioner.Frame{}},
 		{"garbage header", &partitioner.Frame{Header: []byte("not a flatbuffer at all"), Rows: 1}},
 		{"schema header", &partitioner.Frame{Header: enc.SchemaMessage(), Rows: 1}},
-		{"short body", &partitioner.Frame{Header: good.Header, Body: good.Body[:len(good.Body)/2], Rows: good.Rows}},
-		{"wrong rows", &partitioner.Frame{Header: good.Header, Body: good.Body, Rows: good.Rows + 1}},
+		{"short body", &partitioner.Frame{Header: good.Header, Body: body[:len(body)/2], Rows: good.Rows}},
+		{"wrong rows", &partitioner.Frame{Header: good.Header, Body: body, Rows: good.Rows + 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -528,6 +545,7 @@ func BenchmarkEncode(b *testing.B) {
 				for b.Loop() {
 					if err := enc.Encode(rec, partitioner.Span{}, func(f *partitioner.Frame) error {
 						out += int64(f.Size())
+						f.Release()
 						return nil
 					}); err != nil {
 						b.Fatal(err)
@@ -540,66 +558,63 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
-// TestFramesRecycled checks the reference counting of pooled frames: frames near the limit are
-// pooled, small ones are Go's; a released frame's buffer goes to the frames encoded next, which
-// still round-trip; and a release too many panics rather than hand one buffer to two frames.
-func TestFramesRecycled(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+
+// TestFramesHoldTheirBatch checks that a frame's body is its batch's own buffers rather than a copy,
+// and that a frame keeps what its body references until its last Release: the batch, after the caller
+// released it, and the buffers the encoder made for the frame (a sliced string column's rebased
+// offsets), while other batches are encoded and released through an allocator that hands freed memory
+// out again. A Release too many panics.
+func TestFramesHoldTheirBatch(t *testing.T) {
+	mem := memory.NewCheckedAllocator(bufpool.New())
 	defer mem.AssertSize(t, 0)
-	rec := buildFlat(mem, 200_000)
-	defer rec.Release()
-	const limit = 256 << 10
-	enc, err := partitioner.NewEncoder(rec.Schema(), limit, partitioner.WithAllocator(mem))
+	const limit = 128 << 10 // frames of about 1,800 rows: rebased offsets of 14 KiB, which the pool keeps
+	enc, err := partitioner.NewEncoder(stringSchema(), limit, partitioner.WithAllocator(mem))
 	if err != nil {
 		t.Fatal(err)
 	}
-	released := map[*byte]bool{} // the first bytes of the buffers released in the rounds before
-	reused := 0
-	for round := range 3 {
-		frames := encodeAll(t, enc, rec, partitioner.Span{})
-		checkFrames(t, enc, rec, partitioner.Span{}, limit, frames)
-		for i, f := range frames {
-			// Frames near the limit (a pool size class) are pooled.
-			if f.Size() >= limit*3/4 && !f.Pooled() {
-				t.Errorf("round %d: frame %d of %d bytes (limit %d) is not pooled", round, i, f.Size(), limit)
-			}
-			if f.Pooled() && released[&f.Header[0]] {
-				reused++
-			}
-		}
-		for _, f := range frames {
-			if f.Pooled() {
-				released[&f.Header[0]] = true
-			}
-			f.Retain() // a transport's reference...
-			f.Release()
-			f.Release() // ...and the owner's: the buffer is free for the next round's frames
-		}
+	// sliced returns rows [from, 20000) of a fresh batch: its offsets do not start at zero, so the
+	// encoder rebases them into buffers of its own.
+	sliced := func(from int64) arrow.RecordBatch {
+		full := buildWideStrings(mem, 20000)
+		defer full.Release()
+		return full.NewSlice(from, full.NumRows())
 	}
-	// The pool is a sync.Pool, which may drop a buffer (at a collection, or at random under the race
-	// detector), but not all of two rounds' worth.
-	if reused == 0 {
-		t.Error("no frame of rounds 2 and 3 took the buffer of a released frame")
-	}
-
-	head := rec.NewSlice(0, 10)
-	defer head.Release()
-	small := encodeAll(t, enc, head, partitioner.Span{})[0]
-	if small.Pooled() {
-		t.Errorf("a frame of %d bytes (limit %d) is pooled; want it left to Go", small.Size(), limit)
-	}
-	small.Release()
-	small.Release() // not pooled: nothing counts
-
+	rec := sliced(77)
 	frames := encodeAll(t, enc, rec, partitioner.Span{})
-	f := frames[len(frames)/2]
-	if !f.Pooled() {
-		t.Fatalf("a frame of %d bytes (limit %d) is not pooled", f.Size(), limit)
+	defer func() { releaseFrames(frames) }()
+	ids := rec.Column(0).Data().Buffers()[1].Bytes()
+	shared := false
+	for _, s := range frames[0].Segments() {
+		shared = shared || &s[0] == &ids[77*8]
 	}
+	if !shared {
+		t.Errorf("the first frame's body does not reference the id column's values: it was copied")
+	}
+	bodies := make([][]byte, len(frames))
+	for i, f := range frames {
+		bodies[i] = f.AppendBody(nil)
+	}
+	rec.Release() // the caller is done; the frames are not
+
+	for from := range int64(4) {
+		other := sliced(from + 1) // other rows: other values and offsets, in reused memory
+		checkFrames(t, enc, other, partitioner.Span{}, limit, encodeAll(t, enc, other, partitioner.Span{}))
+		other.Release()
+	}
+	for i, f := range frames {
+		if got := f.AppendBody(nil); !bytes.Equal(got, bodies[i]) {
+			t.Fatalf("frame %d of %d: its body changed after its batch was released and others encoded", i, len(frames))
+		}
+	}
+
+	f := frames[0]
+	f.Retain() // a transport's reference
 	f.Release()
+	f.Release() // the owner's: the last
+	frames = frames[1:]
 	defer func() {
 		if recover() == nil {
-			t.Errorf("a second Release of a frame retained once did not panic")
+			t.Errorf("a Release after the last did not panic")
 		}
 	}()
 	f.Release()

@@ -38,6 +38,7 @@ func ExampleEncoder() {
 		frames++
 		rows += f.Rows
 		budget.Release(int64(f.Size())) // when the target acknowledged the frame
+		f.Release()                     // and the frame's buffers with it
 		return nil
 	})
 	fmt.Println(err, frames > 1, rows, budget.InUse())

@@ -3,11 +3,11 @@ package partitioner
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/loaderproject/loader/internal/bufpool"
 )
 
 // DefaultMaxFrameBytes is the default frame limit: 2 MiB, as the Zerobus SDKs split.
@@ -31,49 +31,96 @@ func (s Span) String() string {
 
 // Frame is one encoded record batch message.
 //
-// A frame from an Encoder may hold its bytes in a buffer of the encoder's pool. Such a frame is
-// counted: it comes with one reference, its owner's, and whoever reads its bytes later than the
-// owner's Release (a transport writing them out) takes one with Retain and drops it with Release.
-// When the last is dropped the buffer goes back to the pool, for a frame encoded later, so nobody
-// may read Header or Body after their last Release. A frame that is never released is left to the
-// garbage collector, which is always safe; so is Retain and Release on a frame that is not pooled.
+// A frame from an Encoder does not copy its body: Segments are the batch's own Arrow buffers (and
+// the few the IPC encoder made for it, such as rebased offsets), in wire order, and the frame holds
+// them. Such a frame is counted: it comes with one reference, its owner's, and whoever reads its
+// bytes later than the owner's Release (a transport writing them out) takes one with Retain and drops
+// it with Release. When the last is dropped the frame releases the batch and frees the encoder's
+// buffers, which may then carry other data, so nobody may read Header or the body after the last
+// Release. A frame that is never released leaves its buffers to the garbage collector, which is
+// safe, but an allocator that counts (memory.CheckedAllocator) sees them as leaked.
+//
+// A frame made by hand sets Body, its whole body in one slice, and holds nothing: Retain and Release
+// do nothing.
 type Frame struct {
 	Header []byte // IPC message metadata (FlightData.DataHeader)
-	Body   []byte // IPC message body (FlightData.DataBody)
+	Body   []byte // IPC message body (FlightData.DataBody), when it is one slice; nil for an encoded frame
 	Rows   int64
 	Span   Span
 
-	// pool and buf are set for a pooled frame: buf holds Header and Body, refs counts references.
-	pool *bufpool.Pool
-	buf  []byte
-	refs atomic.Int32
+	// An encoded frame's body is segs, bodyLen bytes in all; hold is what it keeps alive and refs
+	// counts references to it.
+	segs    [][]byte
+	bodyLen int
+	hold    *hold
+	refs    atomic.Int32
+}
+
+// hold is what an encoded frame keeps alive: the batch its body references and the encoder's
+// buffers it references, freed to mem on the frame's last Release.
+type hold struct {
+	rec   arrow.RecordBatch
+	mem   memory.Allocator
+	frees [][]byte
+}
+
+func (h *hold) release() {
+	for _, b := range h.frees {
+		h.mem.Free(b)
+	}
+	h.frees = nil
+	h.rec.Release()
+	h.rec = nil
 }
 
 // Size is the frame's encoded size in bytes.
-func (f *Frame) Size() int { return len(f.Header) + len(f.Body) }
+func (f *Frame) Size() int { return len(f.Header) + f.BodyLen() }
 
-// Pooled reports whether the frame's bytes return to a pool on its last Release.
-func (f *Frame) Pooled() bool { return f.pool != nil }
+// BodyLen is the length of the body.
+func (f *Frame) BodyLen() int {
+	if f.Body != nil || f.segs == nil {
+		return len(f.Body)
+	}
+	return f.bodyLen
+}
 
-// Retain adds a reference to the frame's bytes.
+// Segments returns the body as consecutive pieces, in order (one for a frame made with Body). The
+// pieces are the frame's: do not modify them, nor read them after the frame's last Release.
+func (f *Frame) Segments() [][]byte {
+	if f.Body != nil || f.segs == nil {
+		return [][]byte{f.Body}
+	}
+	return f.segs
+}
+
+// AppendBody appends the body to b and returns the result.
+func (f *Frame) AppendBody(b []byte) []byte {
+	b = slices.Grow(b, f.BodyLen())
+	for _, s := range f.Segments() {
+		b = append(b, s...)
+	}
+	return b
+}
+
+// Held reports whether the frame holds buffers that its last Release gives back.
+func (f *Frame) Held() bool { return f.hold != nil }
+
+// Retain adds a reference to the frame's buffers.
 func (f *Frame) Retain() {
-	if f.pool != nil {
+	if f.hold != nil {
 		f.refs.Add(1)
 	}
 }
 
-// Release drops a reference to the frame's bytes; the last returns a pooled frame's buffer to its
-// pool. Releasing more often than the frame was retained (plus once) panics: it would hand the same
-// buffer to two frames.
+// Release drops a reference to the frame's buffers; the last releases them. Releasing more often
+// than the frame was retained (plus once) panics: it would free the same buffers twice.
 func (f *Frame) Release() {
-	if f.pool == nil {
+	if f.hold == nil {
 		return
 	}
 	switch n := f.refs.Add(-1); {
 	case n == 0:
-		buf := f.buf
-		f.buf = nil
-		f.pool.Free(buf)
+		f.hold.release()
 	case n < 0:
 		panic(fmt.Sprintf("partitioner: frame at %s released once more than retained", f.Span))
 	}
