@@ -558,7 +558,6 @@ func BenchmarkEncode(b *testing.B) {
 	}
 }
 
-
 // TestFramesHoldTheirBatch checks that a frame's body is its batch's own buffers rather than a copy,
 // and that a frame keeps what its body references until its last Release: the batch, after the caller
 // released it, and the buffers the encoder made for the frame (a sliced string column's rebased
