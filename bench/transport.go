@@ -46,9 +46,14 @@ func encodePrefix(ctx context.Context, cfg load.Config, schema *tableschema.Sche
 				f.Release()
 				return errPrefixFull
 			}
-			p.frames = append(p.frames, f)
-			p.bytes += int64(f.Size())
-			p.rows += f.Rows
+			// Kept as one slice of its own: a frame from the encoder holds its whole batch, rounded up
+			// to the buffer pool's sizes, which for a prefix of hundreds of MB is memory that a load,
+			// releasing each batch as its frames are acknowledged, never holds at once.
+			c := &partitioner.Frame{Header: f.Header, Body: f.AppendBody(nil), Rows: f.Rows, Span: f.Span}
+			f.Release()
+			p.frames = append(p.frames, c)
+			p.bytes += int64(c.Size())
+			p.rows += c.Rows
 			return nil
 		})
 	})
