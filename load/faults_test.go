@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/loaderproject/loader/internal/bufpool"
 	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/internal/tcpproxy"
 	"github.com/loaderproject/loader/load"
@@ -135,4 +136,31 @@ func TestResentRowsReportedWithoutDedupe(t *testing.T) {
 		t.Errorf("table holds %d duplicates, summary says %d possibly duplicated (deduplicated %v); want a count covering them",
 			dups, sum.PossiblyDuplicatedRows, sum.Deduplicated)
 	}
+}
+
+// TestReplaysWithTheLoadsAllocator replays frames (connections cut, calls rotated and dropped) with
+// the allocator a load uses by default, a pool that hands released memory out again. A frame
+// references its batch's buffers rather than copying them, so a batch given back before all of its
+// frames were acknowledged and written out would go on the wire as later batches' bytes: the table
+// must hold exactly the source's values.
+func TestReplaysWithTheLoadsAllocator(t *testing.T) {
+	mem := memory.NewCheckedAllocator(bufpool.New())
+	defer mem.AssertSize(t, 0)
+	dir, wh := newWarehouse(t, fixture.TableColumns)
+	_, endpoint := startSink(t, wh, sink.WithFaults(sink.Faults{
+		RotateAfterFrames: 5, RotateGrace: 20 * time.Millisecond, DropAfterFrames: 7, DropCalls: 3}))
+	proxy, err := tcpproxy.New(endpoint[len("grpc://"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	const rows = 20000
+	cfg := baseConfig(t, mem, faultSource(t, rows))
+	cfg.Endpoint, cfg.RetryBackoff = "grpc://"+proxy.Addr(), 5*time.Millisecond
+	proxy.CutAfter(512 << 10)
+	sum := run(t, cfg)
+	if sum.Retries == 0 {
+		t.Errorf("no retries; want the cut and the dropped calls replayed")
+	}
+	checkTable(t, dir, fixture.IDs(0, rows), fixture.Expected)
 }
