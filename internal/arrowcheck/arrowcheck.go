@@ -1,6 +1,7 @@
 package arrowcheck
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -77,7 +78,7 @@ func validateStrings[O int32 | int64](a arrow.Array, offsetsOf func() []O, utf8C
 	if err := checkNullCount(a); err != nil {
 		return err
 	}
-	offsets := offsetsOf()
+	offsets := offsetsOf()[:n+1]
 	var values []byte
 	if b := a.Data().Buffers()[2]; b != nil {
 		values = b.Bytes()
@@ -86,18 +87,24 @@ func validateStrings[O int32 | int64](a arrow.Array, offsetsOf func() []O, utf8C
 	if first < 0 || last < first || int64(last) > int64(len(values)) {
 		return fmt.Errorf("string offsets %d to %d are outside the %d bytes of values", first, last, len(values))
 	}
-	for i := 1; i <= n; i++ {
-		if offsets[i] < offsets[i-1] {
-			return fmt.Errorf("string offsets are not monotonically non-decreasing at index %d: %d < %d", i, offsets[i], offsets[i-1])
+	prev := first
+	for i, o := range offsets[1:] {
+		if o < prev {
+			return fmt.Errorf("string offsets are not monotonically non-decreasing at index %d: %d < %d", i+1, o, prev)
 		}
+		prev = o
 	}
 	if !utf8Check {
 		return nil
 	}
-	if utf8.Valid(values[first:last]) {
-		for i := 1; i < n; i++ {
-			if o := offsets[i]; o < last && !utf8.RuneStart(values[o]) {
-				return fmt.Errorf("string at index %d is not valid utf8: it ends inside a character", i-1)
+	text := values[first:last]
+	if ascii(text) {
+		return nil // every byte is a character, so every value is one string of them
+	}
+	if utf8.Valid(text) {
+		for i, o := range offsets[1:n] {
+			if o < last && !utf8.RuneStart(values[o]) {
+				return fmt.Errorf("string at index %d is not valid utf8: it ends inside a character", i)
 			}
 		}
 		return nil
@@ -108,4 +115,29 @@ func validateStrings[O int32 | int64](a arrow.Array, offsetsOf func() []O, utf8C
 		}
 	}
 	return errors.New("strings are not valid utf8") // not reached: the bad bytes lie in some value
+}
+
+// ascii reports whether every byte of b is below 0x80, 32 bytes at a time.
+func ascii(b []byte) bool {
+	const high = 0x8080808080808080
+	for len(b) >= 32 {
+		w := binary.LittleEndian.Uint64(b) | binary.LittleEndian.Uint64(b[8:]) |
+			binary.LittleEndian.Uint64(b[16:]) | binary.LittleEndian.Uint64(b[24:])
+		if w&high != 0 {
+			return false
+		}
+		b = b[32:]
+	}
+	for len(b) >= 8 {
+		if binary.LittleEndian.Uint64(b)&high != 0 {
+			return false
+		}
+		b = b[8:]
+	}
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

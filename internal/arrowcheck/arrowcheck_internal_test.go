@@ -15,7 +15,8 @@ import (
 // offsets, validity bitmaps; null counts; windows of the array), the fast check gives the same
 // verdict as array.ValidateFull.
 func TestValidateColumnMatchesArrow(t *testing.T) {
-	words := []string{"", "a", "héllo", "日本語", "🙂x", "plain ascii text", "ß"}
+	words := []string{"", "a", "héllo", "日本語", "🙂x", "plain ascii text", "ß",
+		"a longer plain value, past the 32 bytes checked at a time", "and one that ends in 32 bytes: é"}
 	types := []arrow.DataType{
 		arrow.BinaryTypes.String,
 		arrow.BinaryTypes.LargeString,
@@ -178,5 +179,53 @@ func corruptTree(rng *rand.Rand, root *array.Data) {
 		b[i] ^= 1 << rng.IntN(8)
 	default:
 		b[i] += byte(rng.IntN(5)) - 2
+	}
+}
+
+// TestASCII checks ascii against a byte loop for every length up to 100 and every position of one
+// byte at or above 0x80.
+func TestASCII(t *testing.T) {
+	naive := func(b []byte) bool {
+		for _, c := range b {
+			if c >= 0x80 {
+				return false
+			}
+		}
+		return true
+	}
+	for n := range 101 {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('a' + i%26)
+		}
+		if !ascii(b) {
+			t.Fatalf("ascii(%d ASCII bytes) = false", n)
+		}
+		for i := range n {
+			for _, c := range []byte{0x80, 0xC3, 0xFF} {
+				b[i] = c
+				if got, want := ascii(b), naive(b); got != want {
+					t.Fatalf("ascii(%d bytes, %#x at %d) = %v; want %v", n, c, i, got, want)
+				}
+				b[i] = 'x'
+			}
+		}
+	}
+}
+
+// BenchmarkFullStrings checks a column of 65,536 strings of 36 ASCII characters, as event ids.
+func BenchmarkFullStrings(b *testing.B) {
+	bld := array.NewLargeStringBuilder(memory.DefaultAllocator)
+	for i := range 65536 {
+		bld.Append(fmt.Sprintf("%08x-0000-4000-8000-%012x", i, i*7919))
+	}
+	arr := bld.NewArray()
+	bld.Release()
+	defer arr.Release()
+	b.SetBytes(int64(len(arr.(*array.LargeString).ValueBytes())))
+	for b.Loop() {
+		if err := Full(arr); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
