@@ -12,7 +12,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/loaderproject/loader/internal/bufpool"
 	"github.com/loaderproject/loader/internal/corpus"
+	"github.com/loaderproject/loader/internal/demodata"
 	"github.com/loaderproject/loader/readers"
 )
 
@@ -229,4 +231,101 @@ func nanosToMicros(c *arrow.Chunked) *arrow.Chunked {
 		a.Release()
 	}
 	return res
+}
+
+// TestCorpusReusedMemory reads every valid corpus file through a buffer pool, the allocator a load
+// gives its readers, after filling the pool with freed buffers of garbage: the values must be those
+// of the same file read with fresh memory. The pool zeroes what it hands out again, which arrow-go's
+// Parquet decoders rely on (TestDemoDataReusedMemory fails without it), and a reader that kept using
+// a buffer it had released would read another batch's bytes.
+func TestCorpusReusedMemory(t *testing.T) {
+	ctx := context.Background()
+	for _, cf := range corpus.Valid(t) {
+		if _, known := corpus.KnownUnreadable[cf.Name()]; known {
+			continue
+		}
+		f := readers.File{Path: cf.Path, Format: cf.Format}
+		t.Run(filepath.Base(cf.Path), func(t *testing.T) {
+			want, release, err := readCorpusFile(t, ctx, f, cf.Path, readers.WithBatchBytes(64<<10))
+			defer release()
+			if err != nil {
+				t.Fatalf("read with fresh memory = %v", err)
+			}
+			pool := bufpool.New()
+			poison(pool)
+			src, err := readers.Open(ctx, f, readers.WithAllocator(pool), readers.WithBatchBytes(64<<10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := readAll(t, ctx, src)
+			src.Close()
+			if err != nil {
+				t.Fatalf("read with reused memory = %v", err)
+			}
+			defer got.Release()
+			if !tablesEqual(got, want) {
+				t.Errorf("values read with reused memory differ from those read with fresh memory")
+			}
+		})
+	}
+}
+
+// poison fills pool with freed buffers of every size class up to 4 MiB, each byte 0xA5.
+func poison(pool *bufpool.Pool) {
+	var bufs [][]byte
+	for size := bufpool.MinClass; size <= 4<<20; size *= 2 {
+		for range 8 {
+			b := pool.Allocate(size)
+			for i := range b {
+				b[i] = 0xA5
+			}
+			bufs = append(bufs, b)
+		}
+	}
+	for _, b := range bufs {
+		pool.Free(b)
+	}
+}
+
+// TestDemoDataReusedMemory is TestCorpusReusedMemory on the demo data in Parquet and Arrow IPC, plain
+// and in the canonical types: files large enough that the decoders' buffers are the pool's (4 KiB and up),
+// and, reused within the read, full of other rows' bytes.
+func TestDemoDataReusedMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("generates 150,000 rows per file")
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		format    demodata.Format
+		canonical bool
+	}{{demodata.Parquet, false}, {demodata.Parquet, true}, {demodata.IPC, false}, {demodata.IPC, true}} {
+		t.Run(fmt.Sprintf("%s/canonical=%v", tc.format, tc.canonical), func(t *testing.T) {
+			dir := t.TempDir()
+			res, err := demodata.Generate(ctx, dir, demodata.Options{Rows: 150_000, Files: 1, RowGroupRows: 50_000, Format: tc.format, Canonical: tc.canonical})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := readers.File{Path: res.Files[0]}
+			want, release, err := readCorpusFile(t, ctx, f, f.Path)
+			defer release()
+			if err != nil {
+				t.Fatalf("read with fresh memory = %v", err)
+			}
+			pool := bufpool.New()
+			poison(pool)
+			src, err := readers.Open(ctx, f, readers.WithAllocator(pool))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := readAll(t, ctx, src)
+			src.Close()
+			if err != nil {
+				t.Fatalf("read with reused memory = %v", err)
+			}
+			defer got.Release()
+			if !tablesEqual(got, want) {
+				t.Errorf("values read with reused memory differ from those read with fresh memory")
+			}
+		})
+	}
 }

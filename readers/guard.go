@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/loaderproject/loader/objstore"
 	"runtime/debug"
 	"sync"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/util"
 
 	"github.com/loaderproject/loader/internal/memlimit"
+	"github.com/loaderproject/loader/objstore"
 )
 
 // limitAllocator returns the allocator a source of a file of fileSize bytes decodes with: it
