@@ -50,3 +50,34 @@ func TestListingFailingPartWayResumesExactlyOnce(t *testing.T) {
 	}
 	checkTable(t, dir, fixture.IDs(0, files*rows), fixture.Expected)
 }
+
+// TestEndpointFromURLParameters: an S3-compatible store named only by gocloud's URL parameters
+// (?endpoint=...&use_path_style=true, no AWS_ENDPOINT_URL), as the README shows for MinIO, Ceph and R2:
+// every file is listed and read through that endpoint, and the table holds the source's values.
+func TestEndpointFromURLParameters(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	srv := s3test.Start(t)
+	srv.Env(t, s3test.AccessKey, s3test.SecretKey)
+	t.Setenv("AWS_ENDPOINT_URL_S3", "") // the URL alone names the endpoint
+	srv.CreateBucket(t, "data")
+	local := t.TempDir()
+	const files, rows = 3, 400
+	for i := range files {
+		if err := fixture.WriteParquet(filepath.Join(local, fmt.Sprintf("p%d.parquet", i)), int64(i*rows), rows, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.PutDir(t, "data", "a/", local)
+	st := objstore.New()
+	t.Cleanup(func() { _ = st.Close() })
+
+	dir, _ := newWarehouse(t, fixture.TableColumns)
+	cfg := baseConfig(t, mem, "s3://data/a/?endpoint="+srv.Endpoint+"&use_path_style=true")
+	cfg.Target, cfg.Objects = embeddedAt(dir), st
+	sum := run(t, cfg)
+	if sum.Files != files || sum.Rows != files*rows {
+		t.Errorf("loaded %d files, %d rows; want %d, %d", sum.Files, sum.Rows, files, files*rows)
+	}
+	checkTable(t, dir, fixture.IDs(0, files*rows), fixture.Expected)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/aws/smithy-go"
@@ -28,7 +29,17 @@ var (
 	ErrPrecondition = errors.New("precondition failed")
 	// ErrTruncated: the store returned fewer bytes than the object's listed size says it holds.
 	ErrTruncated = errors.New("object shorter than its listed size")
+	// ErrNoCredentials: the SDK's credential chain gave no credentials to sign the request with.
+	ErrNoCredentials = errors.New("no usable credentials")
 )
+
+// awsNoCredentials is how aws-sdk-go-v2 begins the error of a request it could not sign because its
+// credential chain failed (the SDK has no error type for it). What follows says why.
+const awsNoCredentials = "get identity: get credentials: "
+
+// awsCredentialHint says where aws-sdk-go-v2 looks for credentials.
+const awsCredentialHint = "the AWS SDK looks in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE (~/.aws/config and credentials), " +
+	"a web identity (AWS_WEB_IDENTITY_TOKEN_FILE) and the instance's role; a public bucket takes ?anonymous=true on the URL"
 
 // Error is a failed operation on an object or bucket. It names the URL (without its query), the
 // operation and the provider's error code where it gave one (AccessDenied, NoSuchBucket,
@@ -37,7 +48,7 @@ type Error struct {
 	URL  string // scheme://bucket/key
 	Op   string // "list", "stat", "read", "write", "open bucket"
 	Code string // the provider's code, "" when it gave none
-	Kind error  // ErrNotFound, ErrNoSuchBucket, ErrAccessDenied, ErrChanged, ErrPrecondition, ErrTruncated or nil
+	Kind error  // ErrNotFound, ErrNoSuchBucket, ErrAccessDenied, ErrNoCredentials, ErrChanged, ErrPrecondition, ErrTruncated or nil
 	Err  error  // the SDK's error
 }
 
@@ -47,6 +58,18 @@ func (e *Error) Error() string {
 	s := e.URL + ": " + e.Op + ": "
 	if e.Code != "" {
 		s += e.Code + ": "
+	}
+	if e.Kind == ErrNoCredentials { //nolint:errorlint // sentinel identity
+		// The SDK's reason is kept (an expired SSO session, a role it may not assume...), after the hint.
+		why := ""
+		if e.Err != nil {
+			msg := e.Err.Error()
+			if i := strings.Index(msg, awsNoCredentials); i >= 0 {
+				msg = msg[i+len(awsNoCredentials):]
+			}
+			why = ": " + sanitize(msg)
+		}
+		return s + e.Kind.Error() + " (" + awsCredentialHint + ")" + why
 	}
 	if e.Kind != nil {
 		return s + e.Kind.Error()
@@ -90,6 +113,10 @@ func classify(loc Location, op string, err error) error {
 		e.Code = ae.ErrorCode()
 	case errors.As(err, &re):
 		e.Code = re.ErrorCode // Azure's x-ms-error-code, HEAD requests included
+	}
+	if e.Code == "" && strings.Contains(err.Error(), awsNoCredentials) {
+		e.Kind = ErrNoCredentials
+		return e
 	}
 	switch e.Code {
 	case "SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "AllAccessDisabled", // S3

@@ -292,3 +292,35 @@ func TestConditionalWrites(t *testing.T) {
 		t.Errorf("Update with the new ETag: %v", err)
 	}
 }
+
+// TestNoCredentials: with no credentials anywhere the AWS SDK looks (no variables, no profile files,
+// no instance metadata), a request fails with ErrNoCredentials, naming the URL, where the SDK looks
+// and why it found none.
+func TestNoCredentials(t *testing.T) {
+	srv, _ := newStore(t)
+	srv.Put(t, "data", "there", []byte("x"))
+	t.Setenv("AWS_ACCESS_KEY_ID", "")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+	st := objstore.New()
+	defer func() { _ = st.Close() }()
+	_, err := st.Stat(context.Background(), mustParse(t, "s3://data/there"))
+	if !errors.Is(err, objstore.ErrNoCredentials) {
+		t.Fatalf("Stat without credentials = %v; want ErrNoCredentials", err)
+	}
+	for _, want := range []string{"s3://data/there", "no usable credentials", "AWS_ACCESS_KEY_ID", "AWS_PROFILE", "anonymous=true", "IMDS"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "get identity") {
+		t.Errorf("error %q repeats the SDK's call chain", err)
+	}
+	// As the hint says, ?anonymous=true sends the request unsigned: this bucket is not public. (A
+	// store opens a bucket once, with the parameters of the first URL that names it.)
+	anon := objstore.New()
+	defer func() { _ = anon.Close() }()
+	_, err = anon.Stat(context.Background(), mustParse(t, "s3://data/there?anonymous=true"))
+	if !errors.Is(err, objstore.ErrAccessDenied) {
+		t.Errorf("Stat anonymously = %v; want ErrAccessDenied (an unsigned request to a private bucket)", err)
+	}
+}
