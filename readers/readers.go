@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -99,6 +100,7 @@ func (e *FileError) Error() string {
 	if pe, ok := e.Err.(*fs.PathError); ok && pe.Path == e.Path { //nolint:errorlint // only the direct cause repeats the path
 		cause = pe.Op + ": " + pe.Err.Error() // not "f.csv: open f.csv: ..."
 	}
+	cause = strings.TrimPrefix(cause, e.Path+": ") // an object's errors begin with its URL
 	if e.Unit < 0 {
 		return e.Path + ": " + cause
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/internal/memlimit"
+	"github.com/loaderproject/loader/objstore"
 	"github.com/loaderproject/loader/readers"
 	"github.com/loaderproject/loader/schemamatch"
 	"github.com/loaderproject/loader/tableschema"
@@ -1271,6 +1272,26 @@ func TestEncodedColumnsDecoded(t *testing.T) {
 					t.Errorf("loaded rows differ:\n%s", strings.Join(diffs, "\n"))
 				}
 			})
+		}
+	}
+}
+
+// TestFileErrorNamesAnObjectOnce: an object's errors begin with its URL, which the file error does
+// not repeat.
+func TestFileErrorNamesAnObjectOnce(t *testing.T) {
+	cause := &objstore.Error{URL: "s3://b/k.parquet", Op: "read bytes 0-9", Code: "NoSuchKey", Kind: objstore.ErrNotFound}
+	for _, tt := range []struct {
+		err  *readers.FileError
+		want string
+	}{
+		{&readers.FileError{Path: "s3://b/k.parquet", Unit: -1, Err: cause}, "s3://b/k.parquet: read bytes 0-9: NoSuchKey: no such key"},
+		{&readers.FileError{Path: "s3://b/k.parquet", Unit: 2, Err: cause}, "s3://b/k.parquet: unit 2: read bytes 0-9: NoSuchKey: no such key"},
+	} {
+		if got := tt.err.Error(); got != tt.want {
+			t.Errorf("Error() = %q; want %q", got, tt.want)
+		}
+		if !errors.Is(tt.err, objstore.ErrNotFound) {
+			t.Errorf("errors.Is(%v, ErrNotFound) = false", tt.err)
 		}
 	}
 }
