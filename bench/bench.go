@@ -710,7 +710,6 @@ func (b *bencher) ceilings(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bench: encode the frames of the transport ceiling: %w", err)
 	}
-	defer p.release()
 	if !p.complete {
 		b.note("transport and sink ceilings: the first %.1f MB of the dataset, encoded ahead of time, sent again and again up to its %.1f MB",
 			float64(p.bytes)/1e6, float64(b.rep.DatasetBytes)/1e6)

@@ -18,7 +18,9 @@ import (
 // bigger dataset is represented by its first maxPrefixBytes, sent again and again.
 const maxPrefixBytes = 256 << 20
 
-// prefix is the start of the dataset, decoded, cast and encoded into frames ahead of time.
+// prefix is the start of the dataset, decoded, cast and encoded into frames ahead of time. Its frames
+// each hold their body in one slice of their own and nothing else, so they are sent any number of
+// times: Load's Release of them does nothing.
 type prefix struct {
 	enc      *partitioner.Encoder
 	frames   []*partitioner.Frame
@@ -58,7 +60,6 @@ func encodePrefix(ctx context.Context, cfg load.Config, schema *tableschema.Sche
 		})
 	})
 	if err != nil && !errors.Is(err, errPrefixFull) {
-		p.release()
 		return nil, err
 	}
 	p.complete = err == nil
@@ -66,14 +67,6 @@ func encodePrefix(ctx context.Context, cfg load.Config, schema *tableschema.Sche
 		return nil, errors.New("the dataset encodes to no frames")
 	}
 	return p, nil
-}
-
-// release drops the prefix's references to its frames (and so to the batches they hold).
-func (p *prefix) release() {
-	for _, f := range p.frames {
-		f.Release()
-	}
-	p.frames = nil
 }
 
 // sendPrefix sends the prefix's frames over streams DoPuts on conns connections with flightclient's
@@ -104,12 +97,10 @@ func sendPrefix(ctx context.Context, p *prefix, endpoint string, dialect flightc
 				if sent >= total {
 					return
 				}
-				f.Retain() // the prefix keeps its reference; Load releases this one
 				select {
 				case frames <- f:
 					sent += int64(f.Size())
 				case <-ctx.Done():
-					f.Release()
 					return
 				}
 			}

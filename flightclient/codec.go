@@ -55,9 +55,8 @@ func (c frameCodec) Marshal(v any) (mem.BufferSlice, error) {
 	}
 	f := m.frame
 	n := f.BodyLen()
-	small := n
+	small := 0 // the bytes of the body copied next to the envelope
 	if f.Held() {
-		small = 0
 		for _, s := range f.Segments() {
 			if !referenced(s) {
 				small += len(s)

@@ -16,25 +16,34 @@ import (
 	"github.com/loaderproject/loader/readers"
 )
 
-// A listing that fails after the load has started (here a second source that matches nothing) fails
-// the load with the listing's error; what was acknowledged stays acknowledged, and a re-run of the
-// good source loads the rest exactly once.
-func TestListingFailingPartWayResumesExactlyOnce(t *testing.T) {
-	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
-	defer mem.AssertSize(t, 0)
+// parquetBucket starts an S3 server, sets the environment to reach it, and puts files Parquet files
+// of rows fixture rows each (ids counting up from 0) under s3://data/a/; it returns the server and a
+// store to read through, closed when the test ends.
+func parquetBucket(t *testing.T, files, rows int) (*s3test.Server, *objstore.Store) {
+	t.Helper()
 	srv := s3test.Start(t)
 	srv.Env(t, s3test.AccessKey, s3test.SecretKey)
 	srv.CreateBucket(t, "data")
 	local := t.TempDir()
-	const files, rows = 6, 500
 	for i := range files {
-		if err := fixture.WriteParquet(filepath.Join(local, fmt.Sprintf("p%d.parquet", i)), int64(i*rows), rows, 100); err != nil {
+		if err := fixture.WriteParquet(filepath.Join(local, fmt.Sprintf("p%d.parquet", i)), int64(i*rows), int64(rows), 100); err != nil {
 			t.Fatal(err)
 		}
 	}
 	srv.PutDir(t, "data", "a/", local)
 	st := objstore.New()
 	t.Cleanup(func() { _ = st.Close() })
+	return srv, st
+}
+
+// A listing that fails after the load has started (here a second source that matches nothing) fails
+// the load with the listing's error; what was acknowledged stays acknowledged, and a re-run of the
+// good source loads the rest exactly once.
+func TestListingFailingPartWayResumesExactlyOnce(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	const files, rows = 6, 500
+	_, st := parquetBucket(t, files, rows)
 
 	dir, _ := newWarehouse(t, fixture.TableColumns)
 	cfg := baseConfig(t, mem, "s3://data/a/", "s3://data/none/")
@@ -57,20 +66,9 @@ func TestListingFailingPartWayResumesExactlyOnce(t *testing.T) {
 func TestEndpointFromURLParameters(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
-	srv := s3test.Start(t)
-	srv.Env(t, s3test.AccessKey, s3test.SecretKey)
-	t.Setenv("AWS_ENDPOINT_URL_S3", "") // the URL alone names the endpoint
-	srv.CreateBucket(t, "data")
-	local := t.TempDir()
 	const files, rows = 3, 400
-	for i := range files {
-		if err := fixture.WriteParquet(filepath.Join(local, fmt.Sprintf("p%d.parquet", i)), int64(i*rows), rows, 100); err != nil {
-			t.Fatal(err)
-		}
-	}
-	srv.PutDir(t, "data", "a/", local)
-	st := objstore.New()
-	t.Cleanup(func() { _ = st.Close() })
+	srv, st := parquetBucket(t, files, rows)
+	t.Setenv("AWS_ENDPOINT_URL_S3", "") // the URL alone names the endpoint
 
 	dir, _ := newWarehouse(t, fixture.TableColumns)
 	cfg := baseConfig(t, mem, "s3://data/a/?endpoint="+srv.Endpoint+"&use_path_style=true")

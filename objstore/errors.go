@@ -29,17 +29,16 @@ var (
 	ErrPrecondition = errors.New("precondition failed")
 	// ErrTruncated: the store returned fewer bytes than the object's listed size says it holds.
 	ErrTruncated = errors.New("object shorter than its listed size")
-	// ErrNoCredentials: the SDK's credential chain gave no credentials to sign the request with.
-	ErrNoCredentials = errors.New("no usable credentials")
+	// ErrNoCredentials: the SDK's credential chain gave no credentials to sign the request with. Its
+	// text says where the AWS SDK (the only one it is told apart for) looks.
+	ErrNoCredentials = errors.New("no usable credentials (the AWS SDK looks in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, " +
+		"AWS_PROFILE (~/.aws/config and credentials), a web identity (AWS_WEB_IDENTITY_TOKEN_FILE) and the instance's role; " +
+		"a public bucket takes ?anonymous=true on the URL)")
 )
 
 // awsNoCredentials is how aws-sdk-go-v2 begins the error of a request it could not sign because its
 // credential chain failed (the SDK has no error type for it). What follows says why.
 const awsNoCredentials = "get identity: get credentials: "
-
-// awsCredentialHint says where aws-sdk-go-v2 looks for credentials.
-const awsCredentialHint = "the AWS SDK looks in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE (~/.aws/config and credentials), " +
-	"a web identity (AWS_WEB_IDENTITY_TOKEN_FILE) and the instance's role; a public bucket takes ?anonymous=true on the URL"
 
 // Error is a failed operation on an object or bucket. It names the URL (without its query), the
 // operation and the provider's error code where it gave one (AccessDenied, NoSuchBucket,
@@ -59,17 +58,10 @@ func (e *Error) Error() string {
 	if e.Code != "" {
 		s += e.Code + ": "
 	}
-	if e.Kind == ErrNoCredentials { //nolint:errorlint // sentinel identity
-		// The SDK's reason is kept (an expired SSO session, a role it may not assume...), after the hint.
-		why := ""
-		if e.Err != nil {
-			msg := e.Err.Error()
-			if i := strings.Index(msg, awsNoCredentials); i >= 0 {
-				msg = msg[i+len(awsNoCredentials):]
-			}
-			why = ": " + sanitize(msg)
-		}
-		return s + e.Kind.Error() + " (" + awsCredentialHint + ")" + why
+	if e.Kind == ErrNoCredentials && e.Err != nil { //nolint:errorlint // sentinel identity
+		// The SDK's reason follows (an expired SSO session, a role it may not assume...), without its call chain.
+		_, why, _ := strings.Cut(e.Err.Error(), awsNoCredentials)
+		return s + e.Kind.Error() + ": " + sanitize(why)
 	}
 	if e.Kind != nil {
 		return s + e.Kind.Error()

@@ -78,7 +78,7 @@ func (f *Frame) Size() int { return len(f.Header) + f.BodyLen() }
 
 // BodyLen is the length of the body.
 func (f *Frame) BodyLen() int {
-	if f.Body != nil || f.segs == nil {
+	if f.segs == nil {
 		return len(f.Body)
 	}
 	return f.bodyLen
@@ -87,7 +87,7 @@ func (f *Frame) BodyLen() int {
 // Segments returns the body as consecutive pieces, in order (one for a frame made with Body). The
 // pieces are the frame's: do not modify them, nor read them after the frame's last Release.
 func (f *Frame) Segments() [][]byte {
-	if f.Body != nil || f.segs == nil {
+	if f.segs == nil {
 		return [][]byte{f.Body}
 	}
 	return f.segs

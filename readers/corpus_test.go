@@ -246,27 +246,34 @@ func TestCorpusReusedMemory(t *testing.T) {
 		}
 		f := readers.File{Path: cf.Path, Format: cf.Format}
 		t.Run(filepath.Base(cf.Path), func(t *testing.T) {
-			want, release, err := readCorpusFile(t, ctx, f, cf.Path, readers.WithBatchBytes(64<<10))
-			defer release()
-			if err != nil {
-				t.Fatalf("read with fresh memory = %v", err)
-			}
-			pool := bufpool.New()
-			poison(pool)
-			src, err := readers.Open(ctx, f, readers.WithAllocator(pool), readers.WithBatchBytes(64<<10))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := readAll(t, ctx, src)
-			src.Close()
-			if err != nil {
-				t.Fatalf("read with reused memory = %v", err)
-			}
-			defer got.Release()
-			if !tablesEqual(got, want) {
-				t.Errorf("values read with reused memory differ from those read with fresh memory")
-			}
+			checkReusedMemory(t, ctx, f, readers.WithBatchBytes(64<<10))
 		})
+	}
+}
+
+// checkReusedMemory reads f with fresh memory, then through a buffer pool filled with freed garbage
+// (poison), and checks that both reads give the same values.
+func checkReusedMemory(t *testing.T, ctx context.Context, f readers.File, opts ...readers.Option) {
+	t.Helper()
+	want, release, err := readCorpusFile(t, ctx, f, f.Path, opts...)
+	defer release()
+	if err != nil {
+		t.Fatalf("read with fresh memory = %v", err)
+	}
+	pool := bufpool.New()
+	poison(pool)
+	src, err := readers.Open(ctx, f, append(opts, readers.WithAllocator(pool))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAll(t, ctx, src)
+	src.Close()
+	if err != nil {
+		t.Fatalf("read with reused memory = %v", err)
+	}
+	defer got.Release()
+	if !tablesEqual(got, want) {
+		t.Errorf("values read with reused memory differ from those read with fresh memory")
 	}
 }
 
@@ -305,27 +312,7 @@ func TestDemoDataReusedMemory(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := readers.File{Path: res.Files[0]}
-			want, release, err := readCorpusFile(t, ctx, f, f.Path)
-			defer release()
-			if err != nil {
-				t.Fatalf("read with fresh memory = %v", err)
-			}
-			pool := bufpool.New()
-			poison(pool)
-			src, err := readers.Open(ctx, f, readers.WithAllocator(pool))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := readAll(t, ctx, src)
-			src.Close()
-			if err != nil {
-				t.Fatalf("read with reused memory = %v", err)
-			}
-			defer got.Release()
-			if !tablesEqual(got, want) {
-				t.Errorf("values read with reused memory differ from those read with fresh memory")
-			}
+			checkReusedMemory(t, ctx, readers.File{Path: res.Files[0]})
 		})
 	}
 }
