@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -128,6 +129,155 @@ func TestReadsCountRequestsAndMergeRanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	rd.Close()
+}
+
+// openObj puts data at key in bucket "data" and opens it.
+func openObj(t *testing.T, srv *s3test.Server, st *objstore.Store, key string, data []byte) *objstore.Reader {
+	t.Helper()
+	srv.Put(t, "data", key, data)
+	ctx := context.Background()
+	obj, err := st.Stat(ctx, mustParse(t, "s3://data/"+key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Open(ctx, obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// Released prefetches and consumed streams give their buffers to later reads: a released
+// Prefetched must not serve what its buffers hold next, and a stream must not give up a buffer
+// before its bytes are read.
+func TestReusedReadBuffers(t *testing.T) {
+	srv, st := newStore(t, objstore.WithRangeBytes(16<<10), objstore.WithParallelism(2))
+	const size = 64 << 10
+	a := pattern(size)
+	b := bytes.Repeat([]byte{0xEE}, size)
+	ra := openObj(t, srv, st, "a", a)
+	rb := openObj(t, srv, st, "b", b)
+	ctx := context.Background()
+	whole := []objstore.Range{{Off: 0, Len: size}}
+
+	t.Run("released prefetch", func(t *testing.T) {
+		pa, err := ra.Prefetch(ctx, whole, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pa.Release()
+		pa.Release() // idempotent
+		var others []*objstore.Prefetched
+		for range 4 { // take the released buffers back (sync.Pool may drop some)
+			pb, err := rb.Prefetch(ctx, whole, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			others = append(others, pb)
+		}
+		req0, _ := st.Stats()
+		got := make([]byte, 100)
+		if _, err := pa.ReadAt(got, 1000); err != nil || !bytes.Equal(got, a[1000:1100]) {
+			t.Errorf("ReadAt after Release: %v, got % x...; want the object's bytes", err, got[:8])
+		}
+		if req, _ := st.Stats(); req != req0+1 {
+			t.Errorf("ReadAt after Release made %d requests; want 1 (the released bytes are not served)", req-req0)
+		}
+		for _, pb := range others {
+			if _, err := pb.ReadAt(got, 1000); err != nil || !bytes.Equal(got, b[1000:1100]) {
+				t.Errorf("a prefetch of b reads % x...: %v", got[:8], err)
+			}
+			pb.Release()
+		}
+	})
+
+	t.Run("release during reads", func(t *testing.T) {
+		// Readers of a prefetch of b race its Release and new prefetches of a that reuse its
+		// buffers: every read must still see b's bytes (served from memory, or fetched).
+		pb, err := rb.Prefetch(ctx, whole, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for g := range 4 {
+			wg.Go(func() {
+				got := make([]byte, 4<<10)
+				for i := range 16 {
+					off := int64((g*16 + i) * 997 % (size - len(got)))
+					if _, err := pb.ReadAt(got, off); err != nil || !bytes.Equal(got, b[off:off+int64(len(got))]) {
+						errs <- fmt.Errorf("ReadAt(%d): %v, equal %v", off, err, bytes.Equal(got, b[off:off+int64(len(got))]))
+						return
+					}
+				}
+			})
+		}
+		wg.Go(func() {
+			pb.Release()
+			for range 4 {
+				pa, err := ra.Prefetch(ctx, whole, 0)
+				if err != nil {
+					errs <- err
+					return
+				}
+				pa.Release()
+			}
+		})
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
+
+	t.Run("interleaved streams", func(t *testing.T) {
+		// 100 bytes of a, then all of b (whose chunks may reuse a's consumed ones), then the rest
+		// of a: a's bytes must be intact.
+		sa, err := ra.Stream(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sa.Close()
+		head := make([]byte, 100)
+		if _, err := io.ReadFull(sa, head); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			sb, err := rb.Stream(ctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all, err := io.ReadAll(sb)
+			sb.Close()
+			if err != nil || !bytes.Equal(all, b) {
+				t.Fatalf("stream of b: %v, equal %v", err, bytes.Equal(all, b))
+			}
+		}
+		rest, err := io.ReadAll(sa)
+		if err != nil || !bytes.Equal(append(head, rest...), a) {
+			t.Errorf("stream of a read around one of b: %v, equal %v", err, bytes.Equal(append(head, rest...), a))
+		}
+		if _, err := sa.Read(head); err == nil {
+			t.Error("Read at the end returned no error")
+		}
+	})
+
+	t.Run("close during read", func(t *testing.T) {
+		sa, err := ra.Stream(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := io.Copy(io.Discard, sa)
+			done <- err
+		}()
+		sa.Close()
+		<-done // io.Copy ends: at the object's end (nil), or with the closed stream's error
+		if _, err := sa.Read(make([]byte, 10)); err == nil {
+			t.Error("Read after Close returned no error")
+		}
+	})
 }
 
 func TestPrefetchCancelled(t *testing.T) {

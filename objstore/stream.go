@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"gocloud.dev/blob"
 )
@@ -52,10 +53,13 @@ type streamBuf struct {
 
 type stream struct {
 	ch     chan streamBuf
-	cur    []byte
-	err    error
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	mu    sync.Mutex // held by Read, so that Close frees no buffer under its feet
+	chunk []byte     // the buffer from readPool that cur is the rest of
+	cur   []byte
+	err   error
 }
 
 func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, off int64) {
@@ -65,7 +69,7 @@ func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, off int6
 	want := r.obj.Size - off
 	var got int64
 	for {
-		buf := make([]byte, min(streamChunk, max(want-got, 1)))
+		buf := readPool.Allocate(int(min(streamChunk, max(want-got, 1))))
 		n, err := io.ReadFull(rr, buf)
 		got += int64(n)
 		r.s.bytes.Add(int64(n))
@@ -90,6 +94,7 @@ func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, off int6
 		select {
 		case st.ch <- streamBuf{data: buf[:n], err: err}:
 		case <-ctx.Done():
+			readPool.Free(buf)
 			return
 		}
 		if err != nil {
@@ -100,27 +105,42 @@ func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, off int6
 
 // Read returns the next bytes of the object.
 func (st *stream) Read(p []byte) (int, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	for len(st.cur) == 0 {
 		if st.err != nil {
 			return 0, st.err
 		}
 		b, ok := <-st.ch
+		readPool.Free(st.chunk) // read to its end
+		st.chunk = nil
 		if !ok {
 			if st.err == nil {
 				st.err = io.ErrClosedPipe
 			}
 			return 0, st.err
 		}
-		st.cur, st.err = b.data, b.err
+		st.chunk, st.cur, st.err = b.data, b.data, b.err
 	}
 	n := copy(p, st.cur)
 	st.cur = st.cur[n:]
 	return n, nil
 }
 
-// Close stops the read-ahead and waits for its goroutine.
+// Close stops the read-ahead, waits for its goroutine and a Read under way, and returns the
+// buffers to the pool. A Read after Close fails.
 func (st *stream) Close() error {
 	st.cancel()
-	<-st.done
+	<-st.done // fill has closed ch
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	readPool.Free(st.chunk)
+	st.chunk, st.cur = nil, nil
+	for b := range st.ch {
+		readPool.Free(b.data)
+	}
+	if st.err == nil {
+		st.err = io.ErrClosedPipe
+	}
 	return nil
 }

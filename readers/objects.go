@@ -174,7 +174,12 @@ func (a *readAhead) take(ctx context.Context, unit int) (io.ReaderAt, func(), er
 		}
 		if job.err == nil {
 			var once sync.Once
-			return job.pf, func() { once.Do(func() { a.budget.Release(job.size) }) }, nil
+			return job.pf, func() {
+				once.Do(func() {
+					job.pf.Release()
+					a.budget.Release(job.size)
+				})
+			}, nil
 		}
 	}
 	ranges, size, err := a.ranges(unit)
@@ -191,6 +196,7 @@ func (a *readAhead) abandon(job *aheadJob) {
 		defer a.wg.Done()
 		<-job.done
 		if job.err == nil {
+			job.pf.Release()
 			a.budget.Release(job.size)
 		}
 	}()
@@ -208,6 +214,7 @@ func (a *readAhead) close() {
 	a.wg.Wait()
 	for _, job := range jobs {
 		if job.err == nil {
+			job.pf.Release()
 			a.budget.Release(job.size)
 		}
 	}
@@ -416,21 +423,28 @@ func (s *parquetSource) unitRanges(unit int) ([]objstore.Range, int64, error) {
 }
 
 // fetchCounted fetches ranges of obj with merged parallel ranged GETs, after taking size bytes from
-// budget b (nil: none); release gives them back once the caller has decoded what it fetched.
+// budget b (nil: none); release gives the memory and the bytes back once the caller has decoded
+// what it fetched.
 func fetchCounted(ctx context.Context, obj *objstore.Reader, b PrefetchBudget, ranges []objstore.Range, size int64) (io.ReaderAt, func(), error) {
-	release := func() {}
+	unbudget := func() {}
 	if b != nil {
 		if err := b.Acquire(ctx, size); err != nil {
 			return nil, nil, err
 		}
-		release = func() { b.Release(size) }
+		unbudget = func() { b.Release(size) }
 	}
 	pf, err := obj.Prefetch(ctx, ranges, prefetchGap)
 	if err != nil {
-		release()
+		unbudget()
 		return nil, nil, err
 	}
-	return pf, release, nil
+	var once sync.Once
+	return pf, func() {
+		once.Do(func() {
+			pf.Release()
+			unbudget()
+		})
+	}, nil
 }
 
 // unitRanges returns the byte ranges of unit's record batch messages and the file's dictionaries,
