@@ -10,8 +10,6 @@ import (
 
 	"gocloud.dev/blob"
 	"golang.org/x/sync/errgroup"
-
-	"github.com/loaderproject/loader/internal/bufpool"
 )
 
 // Reader reads one version of an object: every GET is conditional on the ETag it was opened with,
@@ -167,29 +165,22 @@ type Prefetched struct {
 type span struct {
 	off    int64
 	data   []byte
-	pooled bool // from readPool (the tail is the Reader's)
+	pooled bool // from the Store's reads (the tail is the Reader's)
 }
-
-// readPool holds the buffers of released Prefetches and of closed or consumed Streams. It does not
-// zero them: a GET fills every byte of a Prefetch's buffer or the Prefetch fails, and a Stream hands
-// out only the bytes it read. Reusing them spares a load from Arrow IPC objects most of its page
-// faults (with a fresh buffer per range, reading the objects took a third of the client's CPU,
-// mostly faulting in new memory, and half its peak RSS).
-var readPool = bufpool.NewUnzeroed()
 
 // Release returns the prefetched bytes to the pool. A ReadAt running meanwhile finishes first;
 // later ones fetch what they read from the object. Release is idempotent.
 func (p *Prefetched) Release() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	freeSpans(p.spans)
+	p.r.s.freeSpans(p.spans)
 	p.spans = nil
 }
 
-func freeSpans(spans []span) {
-	for _, s := range spans {
-		if s.pooled {
-			readPool.Free(s.data)
+func (s *Store) freeSpans(spans []span) {
+	for _, sp := range spans {
+		if sp.pooled {
+			s.reads.Free(sp.data)
 		}
 	}
 }
@@ -218,13 +209,13 @@ func (r *Reader) Prefetch(ctx context.Context, ranges []Range, gap int64) (*Pref
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.s.opts.parallel)
 	for i, q := range reqs {
-		buf := readPool.Allocate(int(q.Len))
+		buf := r.s.reads.Allocate(int(q.Len))
 		p.spans[i] = span{off: q.Off, data: buf, pooled: true}
 		p.bytes += q.Len
 		g.Go(func() error { return r.get(gctx, buf, q.Off, false) })
 	}
 	if err := g.Wait(); err != nil {
-		freeSpans(p.spans)
+		r.s.freeSpans(p.spans)
 		return nil, err
 	}
 	if len(tail) > 0 {

@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"gocloud.dev/blob"
+
+	"github.com/loaderproject/loader/internal/bufpool"
 )
 
 // streamChunk is the size of one read-ahead buffer of Stream, and streamAhead how many are read
@@ -37,7 +39,7 @@ func (r *Reader) Stream(ctx context.Context, off int64) (io.ReadCloser, error) {
 		cancel()
 		return nil, &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, r.obj.Size-off), Kind: ErrChanged}
 	}
-	st := &stream{ch: make(chan streamBuf, streamAhead), cancel: cancel, done: make(chan struct{})}
+	st := &stream{ch: make(chan streamBuf, streamAhead), cancel: cancel, done: make(chan struct{}), pool: r.s.reads}
 	go st.fill(ctx, r, rr, off)
 	return st, nil
 }
@@ -52,12 +54,13 @@ type streamBuf struct {
 }
 
 type stream struct {
+	pool   *bufpool.Pool // the Store's reads
 	ch     chan streamBuf
 	cancel context.CancelFunc
 	done   chan struct{}
 
 	mu    sync.Mutex // held by Read, so that Close frees no buffer under its feet
-	chunk []byte     // the buffer from readPool that cur is the rest of
+	chunk []byte     // the buffer from pool that cur is the rest of
 	cur   []byte
 	err   error
 }
@@ -69,7 +72,7 @@ func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, off int6
 	want := r.obj.Size - off
 	var got int64
 	for {
-		buf := readPool.Allocate(int(min(streamChunk, max(want-got, 1))))
+		buf := st.pool.Allocate(int(min(streamChunk, max(want-got, 1))))
 		n, err := io.ReadFull(rr, buf)
 		got += int64(n)
 		r.s.bytes.Add(int64(n))
@@ -94,7 +97,7 @@ func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, off int6
 		select {
 		case st.ch <- streamBuf{data: buf[:n], err: err}:
 		case <-ctx.Done():
-			readPool.Free(buf)
+			st.pool.Free(buf)
 			return
 		}
 		if err != nil {
@@ -112,7 +115,7 @@ func (st *stream) Read(p []byte) (int, error) {
 			return 0, st.err
 		}
 		b, ok := <-st.ch
-		readPool.Free(st.chunk) // read to its end
+		st.pool.Free(st.chunk) // read to its end
 		st.chunk = nil
 		if !ok {
 			if st.err == nil {
@@ -134,10 +137,10 @@ func (st *stream) Close() error {
 	<-st.done // fill has closed ch
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	readPool.Free(st.chunk)
+	st.pool.Free(st.chunk)
 	st.chunk, st.cur = nil, nil
 	for b := range st.ch {
-		readPool.Free(b.data)
+		st.pool.Free(b.data)
 	}
 	if st.err == nil {
 		st.err = io.ErrClosedPipe
