@@ -199,14 +199,14 @@ func TestReusedReadBuffers(t *testing.T) {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
-		errs := make(chan error, 8)
+		errs := make(chan string, 8)
 		for g := range 4 {
 			wg.Go(func() {
 				got := make([]byte, 4<<10)
 				for i := range 16 {
 					off := int64((g*16 + i) * 997 % (size - len(got)))
 					if _, err := pb.ReadAt(got, off); err != nil || !bytes.Equal(got, b[off:off+int64(len(got))]) {
-						errs <- fmt.Errorf("ReadAt(%d): %v, equal %v", off, err, bytes.Equal(got, b[off:off+int64(len(got))]))
+						errs <- fmt.Sprintf("ReadAt(%d): %v, equal %v", off, err, bytes.Equal(got, b[off:off+int64(len(got))]))
 						return
 					}
 				}
@@ -217,7 +217,7 @@ func TestReusedReadBuffers(t *testing.T) {
 			for range 4 {
 				pa, err := ra.Prefetch(ctx, whole, 0)
 				if err != nil {
-					errs <- err
+					errs <- err.Error()
 					return
 				}
 				pa.Release()
