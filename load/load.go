@@ -281,6 +281,9 @@ type Summary struct {
 	// object-store sources. ObjectBytes / Bytes is the read amplification.
 	ObjectRequests int64 `json:"object_requests,omitempty"`
 	ObjectBytes    int64 `json:"object_bytes,omitempty"`
+	// ObjectRetries counts the GETs sent again for the rest of a range whose response broke off
+	// (a reset or closed connection), included in ObjectRequests.
+	ObjectRetries int64 `json:"object_retries,omitempty"`
 }
 
 // FileFailure is a file that could not be loaded.

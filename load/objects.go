@@ -49,17 +49,17 @@ func readAhead(src readers.Source, todo []readers.Unit) {
 }
 
 // objectCounts is a Store's counts at one moment.
-type objectCounts struct{ requests, bytes int64 }
+type objectCounts struct{ requests, bytes, retries int64 }
 
 func objectStats(cfg *Config) objectCounts {
 	if cfg.Objects == nil {
 		return objectCounts{}
 	}
 	r, b := cfg.Objects.Stats()
-	return objectCounts{r, b}
+	return objectCounts{r, b, cfg.Objects.Retries()}
 }
 
-// objectSummary records in sum the requests and bytes of the run since start.
+// objectSummary records in sum the requests, bytes and retries of the run since start.
 func objectSummary(sum *Summary, cfg *Config, start objectCounts) {
 	if sum == nil || cfg.Objects == nil {
 		return
@@ -67,4 +67,5 @@ func objectSummary(sum *Summary, cfg *Config, start objectCounts) {
 	now := objectStats(cfg)
 	sum.ObjectRequests = now.requests - start.requests
 	sum.ObjectBytes = now.bytes - start.bytes
+	sum.ObjectRetries = now.retries - start.retries
 }

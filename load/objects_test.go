@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/internal/s3test"
+	"github.com/loaderproject/loader/internal/tcpproxy"
 	"github.com/loaderproject/loader/load"
 	"github.com/loaderproject/loader/objstore"
 	"github.com/loaderproject/loader/readers"
@@ -77,5 +80,54 @@ func TestEndpointFromURLParameters(t *testing.T) {
 	if sum.Files != files || sum.Rows != files*rows {
 		t.Errorf("loaded %d files, %d rows; want %d, %d", sum.Files, sum.Rows, files, files*rows)
 	}
+	checkTable(t, dir, fixture.IDs(0, files*rows), fixture.Expected)
+}
+
+// Connections to the store cut again and again in the middle of responses: the load reads every
+// object whole (fetching on after each cut, conditional on the ETag) and loads every row once.
+func TestConnectionsToTheStoreCut(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	const files, rows = 2, 4000
+	srv, _ := parquetBucket(t, files, rows)
+	p, err := tcpproxy.New(strings.TrimPrefix(srv.Endpoint, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	t.Setenv("AWS_ENDPOINT_URL_S3", "http://"+p.Addr())
+	st := objstore.New(objstore.WithMaxBackoff(5*time.Millisecond), objstore.WithRangeBytes(64<<10))
+	defer st.Close()
+
+	// A cut every 32 KiB of responses, at most 12 of them.
+	done := make(chan struct{})
+	cutter := make(chan struct{})
+	go func() {
+		defer close(cutter)
+		for range 12 {
+			n := p.Cuts()
+			p.CutBackAfter(32 << 10)
+			for p.Cuts() == n {
+				select {
+				case <-done:
+					return
+				case <-time.After(time.Millisecond):
+				}
+			}
+		}
+	}()
+	dir, _ := newWarehouse(t, fixture.TableColumns)
+	cfg := baseConfig(t, mem, "s3://data/a/")
+	cfg.Target, cfg.Objects = embeddedAt(dir), st
+	sum := run(t, cfg)
+	close(done)
+	<-cutter
+	if sum.Files != files || sum.Rows != files*rows {
+		t.Errorf("loaded %d files, %d rows; want %d, %d", sum.Files, sum.Rows, files, files*rows)
+	}
+	if p.Cuts() == 0 || sum.ObjectRetries == 0 {
+		t.Errorf("%d cuts, %d GETs fetched on; want both above 0 (the test cut no response body)", p.Cuts(), sum.ObjectRetries)
+	}
+	t.Logf("%d cuts, %d requests, %d fetched on, %d object bytes", p.Cuts(), sum.ObjectRequests, sum.ObjectRetries, sum.ObjectBytes)
 	checkTable(t, dir, fixture.IDs(0, files*rows), fixture.Expected)
 }

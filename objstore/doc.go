@@ -22,7 +22,13 @@
 // AWS_ENDPOINT_URL, or the URL's ?endpoint=...&use_path_style=true; path-style addressing is the
 // default when the endpoint's host is an IP address or localhost. Transient failures (5xx,
 // throttling, resets) are retried with backoff by the SDK's own retryer, configured by Store
-// options rather than rewritten here.
+// options rather than rewritten here. The SDKs retry a request only until its response starts; a
+// body that breaks off (a reset or early close in the middle of a download) is fetched on from
+// where it stopped by the Reader and the Stream, with a GET conditional on the same ETag and the
+// SDK's backoff (Store.Retries counts them).
+//
+// Memory: the buffers of Prefetch and Stream come from the Store's pool and go back to it on
+// Prefetched.Release and as a Stream is read or closed, so a long load reuses them.
 //
 // Reading: a Reader is an io.ReaderAt over one version of an object (its ETag, or GCS generation,
 // pinned at listing time: every ranged GET is conditional on it, and a change fails with

@@ -145,3 +145,17 @@ func classify(loc Location, op string, err error) error {
 }
 
 func fmtRange(off, n int64) string { return fmt.Sprintf("bytes %d-%d", off, off+n-1) }
+
+// bodyError is a response body that broke off (the connection reset or closed early) after Got
+// bytes. Reads fetch on from there (Store.retryBody); when they give up, it is the error.
+type bodyError struct {
+	URL, Op string
+	Got     int64
+	Err     error
+}
+
+func (e *bodyError) Error() string {
+	return fmt.Sprintf("%s: %s: the response broke off after %d bytes: %v", e.URL, e.Op, e.Got, e.Err)
+}
+
+func (e *bodyError) Unwrap() error { return e.Err }

@@ -9,10 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/loaderproject/loader/internal/s3test"
+	"github.com/loaderproject/loader/internal/tcpproxy"
 	"github.com/loaderproject/loader/objstore"
 )
 
@@ -278,6 +280,106 @@ func TestReusedReadBuffers(t *testing.T) {
 			t.Error("Read after Close returned no error")
 		}
 	})
+}
+
+// cutStore starts an S3 server with bucket "data" behind a TCP proxy, and a store reaching it
+// through the proxy.
+func cutStore(t *testing.T, opts ...objstore.Option) (*s3test.Server, *tcpproxy.Proxy, *objstore.Store) {
+	t.Helper()
+	srv := s3test.Start(t)
+	srv.Env(t, s3test.AccessKey, s3test.SecretKey)
+	srv.CreateBucket(t, "data")
+	p, err := tcpproxy.New(strings.TrimPrefix(srv.Endpoint, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	t.Setenv("AWS_ENDPOINT_URL_S3", "http://"+p.Addr())
+	st := objstore.New(opts...)
+	t.Cleanup(func() { _ = st.Close() })
+	return srv, p, st
+}
+
+// A response whose body breaks off (the connection is cut in the middle of it) is fetched on from
+// where it stopped: a Prefetch and a Stream return the whole object, with one more GET each.
+func TestBodyCutIsFetchedOn(t *testing.T) {
+	srv, p, st := cutStore(t, objstore.WithRangeBytes(8<<20), objstore.WithParallelism(1), objstore.WithMaxBackoff(time.Millisecond))
+	data := pattern(2 << 20)
+	r := openObj(t, srv, st, "k", data)
+	ctx := context.Background()
+
+	req0, _ := st.Stats()
+	p.CutBackAfter(300 << 10)
+	pf, err := r.Prefetch(ctx, []objstore.Range{{Off: 0, Len: int64(len(data))}}, 0)
+	if err != nil {
+		t.Fatalf("Prefetch with its body cut: %v", err)
+	}
+	got := make([]byte, len(data))
+	if _, err := pf.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("prefetched bytes: %v, equal %v", err, bytes.Equal(got, data))
+	}
+	pf.Release()
+	req, _ := st.Stats()
+	if p.Cuts() != 1 || st.Retries() != 1 || req-req0 != 2 {
+		t.Errorf("%d cuts, %d retries, %d requests; want 1 cut, fetched on with 1 more GET (2 in all)", p.Cuts(), st.Retries(), req-req0)
+	}
+
+	p.CutBackAfter(700 << 10)
+	rd, err := r.Stream(ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := io.ReadAll(rd)
+	rd.Close()
+	if err != nil || !bytes.Equal(all, data[1000:]) {
+		t.Errorf("stream with its body cut: %v, %d bytes, equal %v", err, len(all), bytes.Equal(all, data[1000:]))
+	}
+	if p.Cuts() != 2 || st.Retries() != 2 {
+		t.Errorf("%d cuts, %d retries; want 2 and 2", p.Cuts(), st.Retries())
+	}
+}
+
+// Fetching on is conditional on the ETag read so far: an object rewritten between the cut and the
+// next GET fails the read with ErrChanged rather than mixing two versions.
+func TestBodyCutThenRewrittenFailsAsChanged(t *testing.T) {
+	// 300 ms of backoff, exact (the SDK's jitter applies under its cap only), for the rewrite
+	srv, p, st := cutStore(t, objstore.WithParallelism(1), objstore.WithMaxBackoff(300*time.Millisecond))
+	data := pattern(2 << 20)
+	ctx := context.Background()
+	for _, how := range []string{"prefetch", "stream"} {
+		t.Run(how, func(t *testing.T) {
+			r := openObj(t, srv, st, how, data)
+			p.CutBackAfter(300 << 10)
+			cuts := p.Cuts()
+			done := make(chan error, 1)
+			go func() {
+				if how == "prefetch" {
+					pf, err := r.Prefetch(ctx, []objstore.Range{{Off: 0, Len: int64(len(data))}}, 0)
+					if err == nil {
+						pf.Release()
+					}
+					done <- err
+					return
+				}
+				rd, err := r.Stream(ctx, 0)
+				if err == nil {
+					_, err = io.ReadAll(rd)
+					rd.Close()
+				}
+				done <- err
+			}()
+			for i := 0; p.Cuts() == cuts && i < 2000; i++ {
+				time.Sleep(time.Millisecond)
+			}
+			if p.Cuts() == cuts {
+				t.Fatal("the proxy never cut the response")
+			}
+			srv.Put(t, "data", how, bytes.Repeat([]byte{1}, len(data)))
+			if err := <-done; !errors.Is(err, objstore.ErrChanged) || !strings.Contains(err.Error(), "s3://data/"+how) {
+				t.Errorf("read cut, then the object rewritten: %v; want ErrChanged naming s3://data/%s", err, how)
+			}
+		})
+	}
 }
 
 func TestPrefetchCancelled(t *testing.T) {

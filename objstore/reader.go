@@ -43,8 +43,33 @@ func (r *Reader) Size() int64 { return r.obj.Size }
 // Close releases nothing (the bucket is the Store's) and exists for io.Closer.
 func (r *Reader) Close() error { return nil }
 
-// get fetches [off, off+n) into p (len(p) == n) with one ranged GET (a suffix range when suffix).
+// get fetches [off, off+n) into p (len(p) == n) with a ranged GET (a suffix range when suffix).
+// A body cut short by the connection (a reset, a close before the length the response declared) is
+// fetched on from where it stopped, conditional on the same ETag, after the store's backoff: the
+// SDK's retryer only retries a request until its response starts. Up to the store's attempts in a
+// row without a byte of progress; then the last error is returned.
 func (r *Reader) get(ctx context.Context, p []byte, off int64, suffix bool) error {
+	var got int64
+	fails := 0
+	for {
+		m, err := r.getOnce(ctx, p[got:], off+got, suffix && got == 0)
+		got += m
+		if err == nil {
+			return nil
+		}
+		if m > 0 {
+			fails = 0
+		}
+		fails++
+		if !r.s.retryBody(ctx, err, fails) {
+			return err
+		}
+	}
+}
+
+// getOnce is one ranged GET of [off, off+len(p)) into p. It returns the bytes it read, and a
+// *bodyError when the body broke off before len(p) bytes.
+func (r *Reader) getOnce(ctx context.Context, p []byte, off int64, suffix bool) (int64, error) {
 	n := int64(len(p))
 	opts := &blob.ReaderOptions{BeforeRead: ifMatchRead(r.obj.ETag, 0)}
 	start, length := off, n
@@ -58,22 +83,44 @@ func (r *Reader) get(ctx context.Context, p []byte, off int64, suffix bool) erro
 	r.s.requests.Add(1)
 	rr, err := r.b.NewRangeReader(ctx, r.obj.Loc.Key, start, length, opts)
 	if err != nil {
-		return r.readErr(ctx, err, off, n)
+		return 0, r.readErr(ctx, err, off, n)
 	}
 	defer func() { _ = rr.Close() }()
 	if v := readVersion(rr); v != "" && r.obj.ETag != "" && v != r.obj.ETag {
-		return &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Kind: ErrChanged}
+		return 0, &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Kind: ErrChanged}
 	}
-	got, err := io.ReadFull(rr, p)
-	r.s.bytes.Add(int64(got))
+	got, err := readBody(rr, p)
+	r.s.bytes.Add(got)
 	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
-		return &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Kind: ErrTruncated,
+	case errors.Is(err, io.EOF):
+		// the response ended cleanly short of the range: the object holds fewer bytes
+		return got, &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Kind: ErrTruncated,
 			Err: fmt.Errorf("got %d of %d bytes", got, n)}
 	case err != nil:
-		return r.readErr(ctx, err, off, n)
+		if ctx.Err() != nil {
+			return got, r.readErr(ctx, err, off, n)
+		}
+		return got, &bodyError{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Got: got, Err: err}
 	}
-	return nil
+	return got, nil
+}
+
+// readBody fills p from rd. Unlike io.ReadFull, it tells a body that ended cleanly (io.EOF: the
+// response was shorter) from one that broke off (net/http's io.ErrUnexpectedEOF when the
+// connection closes before the declared length, or the connection's error).
+func readBody(rd io.Reader, p []byte) (int64, error) {
+	var got int
+	for got < len(p) {
+		m, err := rd.Read(p[got:])
+		got += m
+		if err != nil {
+			if errors.Is(err, io.EOF) && got == len(p) {
+				return int64(got), nil
+			}
+			return int64(got), err
+		}
+	}
+	return int64(got), nil
 }
 
 func (r *Reader) readErr(ctx context.Context, err error, off, n int64) error {

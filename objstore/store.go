@@ -39,7 +39,8 @@ type options struct {
 
 // WithMaxAttempts sets how many times the SDK's retryer tries a request that fails transiently (5xx,
 // throttling, a reset connection) before giving up. Default 5; values below 1 mean the default.
-// (S3 only: the GCS and Azure SDKs keep their own retry policies.)
+// (S3 only: the GCS and Azure SDKs keep their own retry policies.) It is also how many times in a
+// row a read (any store) fetches on after the response's body broke off without a byte more.
 func WithMaxAttempts(n int) Option {
 	return func(o *options) {
 		if n > 0 {
@@ -94,6 +95,7 @@ type Store struct {
 
 	requests atomic.Int64
 	bytes    atomic.Int64
+	retries  atomic.Int64 // GETs re-sent after a body broke off
 
 	// transport carries the S3 buckets' requests; Close closes its idle connections.
 	transport *http.Transport
@@ -128,6 +130,33 @@ func New(opts ...Option) *Store {
 // Stats reports the requests made (one per GET, HEAD, list page or PUT; the SDK's retries not
 // counted) and the object bytes read so far.
 func (s *Store) Stats() (requests, bytes int64) { return s.requests.Load(), s.bytes.Load() }
+
+// Retries reports how many GETs were sent again, for the rest of a range, after a response's body
+// broke off (they count in Stats' requests too).
+func (s *Store) Retries() int64 { return s.retries.Load() }
+
+// retryBody reports whether a read whose body broke off (err a *bodyError) should fetch on, its
+// fails-th failure in a row, after waiting the SDK's jittered exponential backoff (capped at
+// WithMaxBackoff). It gives up after WithMaxAttempts failures in a row, or when ctx ends.
+func (s *Store) retryBody(ctx context.Context, err error, fails int) bool {
+	var be *bodyError
+	if !errors.As(err, &be) || fails >= s.opts.maxAttempts {
+		return false
+	}
+	d, derr := retry.NewExponentialJitterBackoff(s.opts.maxBackoff).BackoffDelay(fails, err)
+	if derr != nil {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	s.retries.Add(1)
+	return true
+}
 
 // Close closes every bucket the store opened.
 func (s *Store) Close() error {

@@ -28,20 +28,28 @@ func (r *Reader) Stream(ctx context.Context, off int64) (io.ReadCloser, error) {
 		return io.NopCloser(eofReader{}), nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	r.s.requests.Add(1)
-	rr, err := r.b.NewRangeReader(ctx, r.obj.Loc.Key, off, -1, &blob.ReaderOptions{BeforeRead: ifMatchRead(r.obj.ETag, 0)})
+	rr, err := r.openFrom(ctx, off)
 	if err != nil {
 		cancel()
-		return nil, r.readErr(ctx, err, off, r.obj.Size-off)
-	}
-	if v := readVersion(rr); v != "" && r.obj.ETag != "" && v != r.obj.ETag {
-		_ = rr.Close()
-		cancel()
-		return nil, &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, r.obj.Size-off), Kind: ErrChanged}
+		return nil, err
 	}
 	st := &stream{ch: make(chan streamBuf, streamAhead), cancel: cancel, done: make(chan struct{}), pool: r.s.reads}
 	go st.fill(ctx, r, rr, off)
 	return st, nil
+}
+
+// openFrom opens a GET of the object from off to its end, conditional on its ETag.
+func (r *Reader) openFrom(ctx context.Context, off int64) (*blob.Reader, error) {
+	r.s.requests.Add(1)
+	rr, err := r.b.NewRangeReader(ctx, r.obj.Loc.Key, off, -1, &blob.ReaderOptions{BeforeRead: ifMatchRead(r.obj.ETag, 0)})
+	if err != nil {
+		return nil, r.readErr(ctx, err, off, r.obj.Size-off)
+	}
+	if v := readVersion(rr); v != "" && r.obj.ETag != "" && v != r.obj.ETag {
+		_ = rr.Close()
+		return nil, &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, r.obj.Size-off), Kind: ErrChanged}
+	}
+	return rr, nil
 }
 
 type eofReader struct{}
@@ -65,28 +73,60 @@ type stream struct {
 	err   error
 }
 
+// fill reads the object into chunks for Read. A body that breaks off is opened again from where it
+// stopped (Store.retryBody), so the stream goes on.
 func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, off int64) {
 	defer close(st.done)
 	defer close(st.ch)
-	defer func() { _ = rr.Close() }()
+	defer func() {
+		if rr != nil {
+			_ = rr.Close()
+		}
+	}()
 	want := r.obj.Size - off
 	var got int64
+	fails := 0
 	for {
 		buf := st.pool.Allocate(int(min(streamChunk, max(want-got, 1))))
-		n, err := io.ReadFull(rr, buf)
-		got += int64(n)
-		r.s.bytes.Add(int64(n))
+		var n int64
+		var err error
+		for {
+			var m int64
+			m, err = readBody(rr, buf[n:])
+			n += m
+			got += m
+			r.s.bytes.Add(m)
+			if m > 0 {
+				fails = 0
+			}
+			if err == nil || errors.Is(err, io.EOF) || ctx.Err() != nil {
+				break
+			}
+			fails++
+			err = &bodyError{URL: r.obj.URL(), Op: "read " + fmtRange(off, want), Got: got, Err: err}
+			if !r.s.retryBody(ctx, err, fails) {
+				break
+			}
+			_ = rr.Close()
+			if rr, err = r.openFrom(ctx, off+got); err != nil {
+				break
+			}
+		}
+		var be *bodyError
 		switch {
-		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		case errors.Is(err, io.EOF):
 			err = io.EOF
 			if got < want {
 				err = &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, want), Kind: ErrTruncated,
 					Err: fmt.Errorf("got %d of %d bytes", got, want)}
 			}
+		case err != nil && ctx.Err() != nil:
+			err = ctx.Err()
+		case errors.As(err, &be):
+			// the body broke off more times than the store tries
 		case err != nil:
-			if ctx.Err() != nil {
-				err = ctx.Err()
-			} else {
+			var e *Error
+			if !errors.As(err, &e) {
 				err = r.readErr(ctx, err, off, want)
 			}
 		case got >= want:

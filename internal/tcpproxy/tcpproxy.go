@@ -14,13 +14,15 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu       sync.Mutex
-	conns    map[net.Conn]struct{}
-	closed   bool
-	cutAt    int64 // cut when forwarded reaches it; 0: never
-	cuts     int
-	wg       sync.WaitGroup
-	upstream atomic.Int64 // bytes forwarded toward the target
+	mu         sync.Mutex
+	conns      map[net.Conn]struct{}
+	closed     bool
+	cutAt      int64 // cut when upstream reaches it; 0: never
+	cutBack    int64 // cut when downstream reaches it; 0: never
+	cuts       int
+	wg         sync.WaitGroup
+	upstream   atomic.Int64 // bytes forwarded toward the target
+	downstream atomic.Int64 // bytes forwarded toward the clients
 }
 
 // New listens on 127.0.0.1 (a free port) and forwards each connection to target.
@@ -42,6 +44,10 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 // included).
 func (p *Proxy) Forwarded() int64 { return p.upstream.Load() }
 
+// Returned returns the bytes read from the target toward clients so far (those dropped by a cut
+// included).
+func (p *Proxy) Returned() int64 { return p.downstream.Load() }
+
 // Cuts returns how many times connections were cut.
 func (p *Proxy) Cuts() int {
 	p.mu.Lock()
@@ -54,6 +60,14 @@ func (p *Proxy) CutAfter(n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cutAt = p.upstream.Load() + n
+}
+
+// CutBackAfter cuts every connection once n more bytes have been forwarded toward the clients
+// (once): a cut in the middle of a response, such as a download's body.
+func (p *Proxy) CutBackAfter(n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cutBack = p.downstream.Load() + n
 }
 
 // Cut closes every open connection, both sides, now, and returns how many there were. New
@@ -131,8 +145,8 @@ func (p *Proxy) pipe(dst, src net.Conn, toTarget bool) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			// A cut due with these bytes drops them: they never reach the target.
-			if toTarget && p.countUp(int64(n)) {
+			// A cut due with these bytes drops them: they never reach the other side.
+			if p.count(toTarget, int64(n)) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -152,13 +166,18 @@ func (p *Proxy) pipe(dst, src net.Conn, toTarget bool) {
 	}
 }
 
-// countUp counts bytes read for the target and reports whether they triggered a cut.
-func (p *Proxy) countUp(n int64) bool {
-	total := p.upstream.Add(n)
+// count counts bytes read for the target (toTarget) or for a client, and reports whether they
+// triggered a cut.
+func (p *Proxy) count(toTarget bool, n int64) bool {
+	counter, at := &p.downstream, &p.cutBack
+	if toTarget {
+		counter, at = &p.upstream, &p.cutAt
+	}
+	total := counter.Add(n)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cutAt > 0 && total >= p.cutAt {
-		p.cutAt = 0
+	if *at > 0 && total >= *at {
+		*at = 0
 		p.cutLocked()
 		return true
 	}

@@ -90,3 +90,31 @@ func TestForwardCutAndReconnect(t *testing.T) {
 		t.Errorf("Cut closed %d connections; want 2 (both sides of one)", n)
 	}
 }
+
+func TestCutBackAfter(t *testing.T) {
+	p, err := tcpproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if err := roundTrip(t, c, r, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	if p.Returned() != 6 {
+		t.Errorf("returned %d bytes; want 6", p.Returned())
+	}
+	// The request reaches the echo server; its answer is cut on the way back.
+	p.CutBackAfter(3)
+	if err := roundTrip(t, c, r, "cut on the way back"); err == nil {
+		t.Error("round trip after CutBackAfter succeeded; want the connection cut")
+	}
+	if p.Cuts() != 1 || p.Forwarded() != 6+20 {
+		t.Errorf("Cuts = %d, forwarded %d; want 1 cut after 26 bytes went up", p.Cuts(), p.Forwarded())
+	}
+}
