@@ -342,8 +342,9 @@ func TestBodyCutIsFetchedOn(t *testing.T) {
 // Fetching on is conditional on the ETag read so far: an object rewritten between the cut and the
 // next GET fails the read with ErrChanged rather than mixing two versions.
 func TestBodyCutThenRewrittenFailsAsChanged(t *testing.T) {
-	// 300 ms of backoff, exact (the SDK's jitter applies under its cap only), for the rewrite
-	srv, p, st := cutStore(t, objstore.WithParallelism(1), objstore.WithMaxBackoff(300*time.Millisecond))
+	// 1.5 s of backoff before fetching on, exact (under 2 s the SDK's first backoff is its cap, with
+	// no jitter), for the rewrite to land in
+	srv, p, st := cutStore(t, objstore.WithParallelism(1), objstore.WithMaxBackoff(1500*time.Millisecond))
 	data := pattern(2 << 20)
 	ctx := context.Background()
 	for _, how := range []string{"prefetch", "stream"} {
