@@ -6,8 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -380,6 +385,69 @@ func TestBodyCutThenRewrittenFailsAsChanged(t *testing.T) {
 				t.Errorf("read cut, then the object rewritten: %v; want ErrChanged naming s3://data/%s", err, how)
 			}
 		})
+	}
+}
+
+// slowDown is a reverse proxy to an S3 server that answers the next fail ranged GETs with 503
+// SlowDown, as S3 does when throttling.
+type slowDown struct {
+	fail, served atomic.Int64
+	proxy        *httputil.ReverseProxy
+}
+
+func (h *slowDown) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.Header.Get("Range") != "" && h.fail.Add(-1) >= 0 {
+		h.served.Add(1)
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+		return
+	}
+	h.proxy.ServeHTTP(w, r)
+}
+
+// Throttling (503 SlowDown) is retried by the SDK's retryer, as configured: a read throttled fewer
+// times than WithMaxAttempts succeeds; one throttled as many times fails with the provider's code
+// and the URL, after exactly that many attempts.
+func TestThrottlingRetriedAsConfigured(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Env(t, s3test.AccessKey, s3test.SecretKey)
+	srv.CreateBucket(t, "data")
+	target, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &slowDown{proxy: &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		r.Out.Host = r.In.Host // the request was signed for the proxy's host
+	}}}
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	t.Setenv("AWS_ENDPOINT_URL_S3", hs.URL)
+	st := objstore.New(objstore.WithMaxAttempts(4), objstore.WithMaxBackoff(time.Millisecond))
+	defer st.Close()
+	data := pattern(100 << 10)
+	r := openObj(t, srv, st, "k", data)
+
+	// 4 attempts, not the SDK's default of 3
+	h.fail.Store(3)
+	got := make([]byte, 1000)
+	if _, err := r.ReadAt(got, 5000); err != nil || !bytes.Equal(got, data[5000:6000]) {
+		t.Errorf("ReadAt throttled 3 times of 4 attempts: %v, equal %v", err, bytes.Equal(got, data[5000:6000]))
+	}
+	if n := h.served.Load(); n != 3 {
+		t.Errorf("served %d SlowDowns; want 3", n)
+	}
+
+	h.served.Store(0)
+	h.fail.Store(10)
+	_, err = r.ReadAt(got, 5000)
+	var oe *objstore.Error
+	if !errors.As(err, &oe) || oe.Code != "SlowDown" || !strings.Contains(err.Error(), "s3://data/k") {
+		t.Errorf("ReadAt throttled every time: %v; want an *objstore.Error with code SlowDown naming s3://data/k", err)
+	}
+	if n := h.served.Load(); n != 4 {
+		t.Errorf("throttled every time: %d attempts; want 4 (WithMaxAttempts)", n)
 	}
 }
 
