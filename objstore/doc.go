@@ -25,7 +25,9 @@
 // options rather than rewritten here. The SDKs retry a request only until its response starts; a
 // body that breaks off (a reset or early close in the middle of a download) is fetched on from
 // where it stopped by the Reader and the Stream, with a GET conditional on the same ETag and the
-// SDK's backoff (Store.Retries counts them).
+// SDK's backoff (Store.Retries counts them). A response that stalls is given up after the stall
+// timeout (WithStallTimeout, 60s): its body is then fetched on the same way, its headers (S3) are
+// the SDK's to retry.
 //
 // Memory: the buffers of Prefetch and Stream come from the Store's pool and go back to it on
 // Prefetched.Release and as a Stream is read or closed, so a long load reuses them.

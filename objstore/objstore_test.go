@@ -344,6 +344,75 @@ func TestBodyCutIsFetchedOn(t *testing.T) {
 	}
 }
 
+// A response that stalls (the connection stays open and delivers nothing) is given up after the
+// stall timeout: a stalled body is fetched on from where it stopped, stalled headers are retried
+// by the SDK. A reader that holds off reading a stream longer than the timeout trips nothing.
+func TestStalledResponses(t *testing.T) {
+	srv, p, st := cutStore(t, objstore.WithRangeBytes(8<<20), objstore.WithParallelism(1),
+		objstore.WithMaxBackoff(time.Millisecond), objstore.WithStallTimeout(200*time.Millisecond))
+	data := pattern(2 << 20)
+	r := openObj(t, srv, st, "k", data)
+	// without the stall timeout, the reads below would wait forever: fail them instead
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	whole := []objstore.Range{{Off: 0, Len: int64(len(data))}}
+	got := make([]byte, len(data))
+
+	p.StallBackAfter(300 << 10)
+	pf, err := r.Prefetch(ctx, whole, 0)
+	if err != nil {
+		t.Fatalf("Prefetch with its body stalled: %v", err)
+	}
+	if _, err := pf.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("prefetched bytes: %v, equal %v", err, bytes.Equal(got, data))
+	}
+	pf.Release()
+	if p.Stalls() != 1 || st.Retries() != 1 {
+		t.Errorf("%d stalls, %d GETs fetched on; want 1 and 1", p.Stalls(), st.Retries())
+	}
+
+	p.StallBackAfter(700 << 10)
+	rd, err := r.Stream(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := io.ReadAll(rd)
+	rd.Close()
+	if err != nil || !bytes.Equal(all, data) {
+		t.Errorf("stream with its body stalled: %v, equal %v", err, bytes.Equal(all, data))
+	}
+	if p.Stalls() != 2 || st.Retries() != 2 {
+		t.Errorf("%d stalls, %d GETs fetched on; want 2 and 2", p.Stalls(), st.Retries())
+	}
+
+	// headers: the SDK's retry, not a fetch on
+	p.StallBackAfter(1)
+	pf, err = r.Prefetch(ctx, []objstore.Range{{Off: 0, Len: 1000}}, 0)
+	if err != nil {
+		t.Fatalf("Prefetch with its headers stalled: %v", err)
+	}
+	pf.Release()
+	if p.Stalls() != 3 || st.Retries() != 2 {
+		t.Errorf("%d stalls, %d GETs fetched on; want 3 and still 2", p.Stalls(), st.Retries())
+	}
+
+	// a slow reader
+	rd, err = r.Stream(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	head := make([]byte, 1000)
+	if _, err := io.ReadFull(rd, head); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond)
+	rest, err := io.ReadAll(rd)
+	if err != nil || !bytes.Equal(append(head, rest...), data) || st.Retries() != 2 {
+		t.Errorf("stream read slowly: %v, equal %v, %d GETs fetched on; want the object and no fetch on", err, bytes.Equal(append(head, rest...), data), st.Retries())
+	}
+}
+
 // Fetching on is conditional on the ETag read so far: an object rewritten between the cut and the
 // next GET fails the read with ErrChanged rather than mixing two versions.
 func TestBodyCutThenRewrittenFailsAsChanged(t *testing.T) {

@@ -81,7 +81,9 @@ func (r *Reader) getOnce(ctx context.Context, p []byte, off int64, suffix bool) 
 		}
 	}
 	r.s.requests.Add(1)
-	rr, err := r.b.NewRangeReader(ctx, r.obj.Loc.Key, start, length, opts)
+	gctx, w := r.s.watch(ctx)
+	defer w.stop()
+	rr, err := r.b.NewRangeReader(gctx, r.obj.Loc.Key, start, length, opts)
 	if err != nil {
 		return 0, r.readErr(ctx, err, off, n)
 	}
@@ -89,7 +91,7 @@ func (r *Reader) getOnce(ctx context.Context, p []byte, off int64, suffix bool) 
 	if v := readVersion(rr); v != "" && r.obj.ETag != "" && v != r.obj.ETag {
 		return 0, &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Kind: ErrChanged}
 	}
-	got, err := readBody(rr, p)
+	got, err := readBody(func(b []byte) (int, error) { return w.read(rr, b) }, p)
 	r.s.bytes.Add(got)
 	switch {
 	case errors.Is(err, io.EOF):
@@ -105,13 +107,13 @@ func (r *Reader) getOnce(ctx context.Context, p []byte, off int64, suffix bool) 
 	return got, nil
 }
 
-// readBody fills p from rd. Unlike io.ReadFull, it tells a body that ended cleanly (io.EOF: the
+// readBody fills p with read. Unlike io.ReadFull, it tells a body that ended cleanly (io.EOF: the
 // response was shorter) from one that broke off (net/http's io.ErrUnexpectedEOF when the
-// connection closes before the declared length, or the connection's error).
-func readBody(rd io.Reader, p []byte) (int64, error) {
+// connection closes before the declared length, the connection's error, or errStalled).
+func readBody(read func([]byte) (int, error), p []byte) (int64, error) {
 	var got int
 	for got < len(p) {
-		m, err := rd.Read(p[got:])
+		m, err := read(p[got:])
 		got += m
 		if err != nil {
 			if errors.Is(err, io.EOF) && got == len(p) {

@@ -32,6 +32,7 @@ type Option func(*options)
 type options struct {
 	maxAttempts int
 	maxBackoff  time.Duration
+	stall       time.Duration
 	parallel    int
 	rangeBytes  int64
 	listPage    int
@@ -55,6 +56,18 @@ func WithMaxBackoff(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
 			o.maxBackoff = d
+		}
+	}
+}
+
+// WithStallTimeout sets how long a read waits for a response's headers (S3: the SDK's retryer then
+// tries the request again) or for the next bytes of its body (any store: the read then fetches on
+// from where it stopped, as after a cut connection) before it gives the connection up, so a hung
+// server or a dead path costs a retry, not a hung load. Default 60s; values below 1 mean the default.
+func WithStallTimeout(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.stall = d
 		}
 	}
 }
@@ -116,7 +129,7 @@ type bucketEntry struct {
 
 // New returns a Store.
 func New(opts ...Option) *Store {
-	o := options{maxAttempts: 5, maxBackoff: 5 * time.Second, parallel: 8, rangeBytes: 8 << 20, listPage: 1000}
+	o := options{maxAttempts: 5, maxBackoff: 5 * time.Second, stall: 60 * time.Second, parallel: 8, rangeBytes: 8 << 20, listPage: 1000}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -124,6 +137,7 @@ func New(opts ...Option) *Store {
 	// parallel ranged GETs from several decoders: keep their connections for reuse
 	tr.MaxIdleConnsPerHost = max(64, 4*o.parallel)
 	tr.MaxIdleConns = max(tr.MaxIdleConns, tr.MaxIdleConnsPerHost)
+	tr.ResponseHeaderTimeout = o.stall
 	return &Store{opts: o, buckets: map[string]*bucketEntry{}, transport: tr, reads: bufpool.NewUnzeroed()}
 }
 
@@ -134,6 +148,49 @@ func (s *Store) Stats() (requests, bytes int64) { return s.requests.Load(), s.by
 // Retries reports how many GETs were sent again, for the rest of a range, after a response's body
 // broke off (they count in Stats' requests too).
 func (s *Store) Retries() int64 { return s.retries.Load() }
+
+// errStalled is a read that waited longer than the stall timeout for its next bytes.
+var errStalled = errors.New("the response stalled")
+
+// watchdog gives a GET up (cancels its context) when a read of its body waits longer than the stall
+// timeout. It is armed only during a read, so a caller that holds off reading does not trip it.
+type watchdog struct {
+	d      time.Duration
+	cancel context.CancelFunc
+	timer  *time.Timer // nil until the first read
+	fired  atomic.Bool
+}
+
+// watch returns the context for one GET and its watchdog; stop releases both.
+func (s *Store) watch(ctx context.Context) (context.Context, *watchdog) {
+	ctx, cancel := context.WithCancel(ctx)
+	return ctx, &watchdog{d: s.opts.stall, cancel: cancel}
+}
+
+// read is rd.Read(p), failing with errStalled when it waited longer than the stall timeout.
+func (w *watchdog) read(rd io.Reader, p []byte) (int, error) {
+	if w.timer == nil {
+		w.timer = time.AfterFunc(w.d, func() {
+			w.fired.Store(true)
+			w.cancel()
+		})
+	} else {
+		w.timer.Reset(w.d)
+	}
+	n, err := rd.Read(p)
+	w.timer.Stop()
+	if err != nil && w.fired.Load() {
+		err = fmt.Errorf("%w: no bytes for %s", errStalled, w.d)
+	}
+	return n, err
+}
+
+func (w *watchdog) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.cancel()
+}
 
 // retryBody reports whether a read whose body broke off (err a *bodyError) should fetch on, its
 // fails-th failure in a row, after waiting the SDK's jittered exponential backoff (capped at

@@ -28,13 +28,15 @@ func (r *Reader) Stream(ctx context.Context, off int64) (io.ReadCloser, error) {
 		return io.NopCloser(eofReader{}), nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	rr, err := r.openFrom(ctx, off)
+	gctx, w := r.s.watch(ctx)
+	rr, err := r.openFrom(gctx, off)
 	if err != nil {
+		w.stop()
 		cancel()
 		return nil, err
 	}
 	st := &stream{ch: make(chan streamBuf, streamAhead), cancel: cancel, done: make(chan struct{}), pool: r.s.reads}
-	go st.fill(ctx, r, rr, off)
+	go st.fill(ctx, r, rr, w, off)
 	return st, nil
 }
 
@@ -75,13 +77,14 @@ type stream struct {
 
 // fill reads the object into chunks for Read. A body that breaks off is opened again from where it
 // stopped (Store.retryBody), so the stream goes on.
-func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, off int64) {
+func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, w *watchdog, off int64) {
 	defer close(st.done)
 	defer close(st.ch)
 	defer func() {
 		if rr != nil {
 			_ = rr.Close()
 		}
+		w.stop()
 	}()
 	want := r.obj.Size - off
 	var got int64
@@ -92,7 +95,7 @@ func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, off int6
 		var err error
 		for {
 			var m int64
-			m, err = readBody(rr, buf[n:])
+			m, err = readBody(func(b []byte) (int, error) { return w.read(rr, b) }, buf[n:])
 			n += m
 			got += m
 			r.s.bytes.Add(m)
@@ -108,7 +111,10 @@ func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, off int6
 				break
 			}
 			_ = rr.Close()
-			if rr, err = r.openFrom(ctx, off+got); err != nil {
+			w.stop()
+			var gctx context.Context
+			gctx, w = r.s.watch(ctx)
+			if rr, err = r.openFrom(gctx, off+got); err != nil {
 				break
 			}
 		}

@@ -19,7 +19,9 @@ type Proxy struct {
 	closed     bool
 	cutAt      int64 // cut when upstream reaches it; 0: never
 	cutBack    int64 // cut when downstream reaches it; 0: never
+	stallAt    int64 // stall the connection whose bytes toward the client reach it; 0: never
 	cuts       int
+	stalls     int
 	wg         sync.WaitGroup
 	upstream   atomic.Int64 // bytes forwarded toward the target
 	downstream atomic.Int64 // bytes forwarded toward the clients
@@ -68,6 +70,22 @@ func (p *Proxy) CutBackAfter(n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cutBack = p.downstream.Load() + n
+}
+
+// StallBackAfter stalls, once n more bytes have been forwarded toward the clients, the connection
+// that carries them (once): from then on it swallows what the target sends and delivers nothing,
+// while staying open, as a hung server or a dead path does. It ends when the client gives up.
+func (p *Proxy) StallBackAfter(n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stallAt = p.downstream.Load() + n
+}
+
+// Stalls returns how many connections were stalled.
+func (p *Proxy) Stalls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stalls
 }
 
 // Cut closes every open connection, both sides, now, and returns how many there were. New
@@ -121,14 +139,20 @@ func (p *Proxy) accept() {
 		p.conns[c], p.conns[up] = struct{}{}, struct{}{}
 		p.wg.Add(2)
 		p.mu.Unlock()
-		go p.pipe(up, c, true)
-		go p.pipe(c, up, false)
+		gone := make(chan struct{}) // closed when the client's side ends
+		go p.pipe(up, c, true, gone)
+		go p.pipe(c, up, false, gone)
 	}
 }
 
-// pipe copies from src to dst until either fails, then closes both.
-func (p *Proxy) pipe(dst, src net.Conn, toTarget bool) {
+// pipe copies from src to dst until either fails, then closes both. A stalled connection's pipe
+// toward the client delivers nothing more and, when the target ends its side, waits for the client
+// to end its own (gone), as a hung server would.
+func (p *Proxy) pipe(dst, src net.Conn, toTarget bool, gone chan struct{}) {
 	defer p.wg.Done()
+	if toTarget {
+		defer close(gone)
+	}
 	halfClosed := false
 	defer func() {
 		if halfClosed {
@@ -142,18 +166,26 @@ func (p *Proxy) pipe(dst, src net.Conn, toTarget bool) {
 		src.Close()
 	}()
 	buf := make([]byte, 32<<10)
+	stalled := false
 	for {
 		n, err := src.Read(buf)
-		if n > 0 {
+		if n > 0 && !stalled {
 			// A cut due with these bytes drops them: they never reach the other side.
 			if p.count(toTarget, int64(n)) {
 				return
+			}
+			if !toTarget {
+				n, stalled = p.stall(n)
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
 		}
 		if err != nil {
+			if stalled {
+				<-gone
+				return
+			}
 			if !errors.Is(err, io.EOF) {
 				return
 			}
@@ -164,6 +196,21 @@ func (p *Proxy) pipe(dst, src net.Conn, toTarget bool) {
 			return
 		}
 	}
+}
+
+// stall reports, for the last n bytes counted toward a client, how many of them to deliver and
+// whether their connection stalls after them.
+func (p *Proxy) stall(n int) (int, bool) {
+	total := p.downstream.Load()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stallAt == 0 || total < p.stallAt {
+		return n, false
+	}
+	keep := max(0, int64(n)-(total-p.stallAt))
+	p.stallAt = 0
+	p.stalls++
+	return int(keep), true
 }
 
 // count counts bytes read for the target (toTarget) or for a client, and reports whether they

@@ -2,9 +2,11 @@ package tcpproxy_test
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -116,5 +118,37 @@ func TestCutBackAfter(t *testing.T) {
 	}
 	if p.Cuts() != 1 || p.Forwarded() != 6+20 {
 		t.Errorf("Cuts = %d, forwarded %d; want 1 cut after 26 bytes went up", p.Cuts(), p.Forwarded())
+	}
+}
+
+func TestStallBackAfter(t *testing.T) {
+	p, err := tcpproxy.New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if err := roundTrip(t, c, r, "hello"); err != nil {
+		t.Fatal(err)
+	}
+	// 3 bytes of the echo arrive, then nothing, and the connection stays open.
+	p.StallBackAfter(3)
+	if _, err := c.Write([]byte("stalled\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	got := make([]byte, 100)
+	n, err := io.ReadAtLeast(r, got, len("stalled\n"))
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() || string(got[:n]) != "sta" {
+		t.Errorf("read from a stalled connection: %q, %v; want \"sta\", then a timeout", got[:n], err)
+	}
+	if p.Stalls() != 1 || p.Cuts() != 0 {
+		t.Errorf("%d stalls, %d cuts; want 1 stall and no cut", p.Stalls(), p.Cuts())
 	}
 }
