@@ -31,6 +31,46 @@ func Start(t *testing.T, objects map[string][]byte) {
 	t.Helper()
 	bin := Binary(t)
 	data := t.TempDir()
+	writeObjects(t, data, objects)
+	port := FreePort(t)
+	start(t, bin, data, port, fmt.Sprintf("127.0.0.1:%d", port))
+}
+
+// StartOn is Start on the given loopback port, for clients that reach it at public (host:port, a
+// proxy in front of it, say): the server routes requests by that host, and STORAGE_EMULATOR_HOST
+// is set to it.
+func StartOn(t *testing.T, objects map[string][]byte, port int, public string) {
+	t.Helper()
+	bin := Binary(t)
+	data := t.TempDir()
+	writeObjects(t, data, objects)
+	start(t, bin, data, port, public)
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func start(t *testing.T, bin, data string, port int, public string) {
+	t.Helper()
+	cmd := exec.Command(bin, "-scheme", "http", "-host", "127.0.0.1", "-port", fmt.Sprint(port), "-backend", "memory", "-data", data,
+		"-public-host", public, "-external-url", "http://"+public)
+	proctest.Start(t, "fake-gcs-server", cmd, func(line string) (string, bool) {
+		return "", strings.Contains(line, "server started")
+	})
+	t.Setenv("STORAGE_EMULATOR_HOST", public)
+}
+
+// writeObjects writes objects into bucket Bucket of a data directory.
+func writeObjects(t *testing.T, data string, objects map[string][]byte) {
+	t.Helper()
 	if err := os.MkdirAll(filepath.Join(data, Bucket), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -43,16 +83,4 @@ func Start(t *testing.T, objects map[string][]byte) {
 			t.Fatal(err)
 		}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	cmd := exec.Command(bin, "-scheme", "http", "-host", "127.0.0.1", "-port", fmt.Sprint(port), "-backend", "memory", "-data", data,
-		"-public-host", fmt.Sprintf("127.0.0.1:%d", port), "-external-url", fmt.Sprintf("http://127.0.0.1:%d", port))
-	proctest.Start(t, "fake-gcs-server", cmd, func(line string) (string, bool) {
-		return "", strings.Contains(line, "server started")
-	})
-	t.Setenv("STORAGE_EMULATOR_HOST", fmt.Sprintf("127.0.0.1:%d", port))
 }
