@@ -368,7 +368,8 @@ func (b *bencher) dataset(ctx context.Context) error {
 		b.sources = res.Files
 		b.rep.DataDir = cfg.DataDir
 	}
-	files, err := readers.Discover(ctx, b.sources, readers.WithInclude(cfg.Load.Include...), readers.WithExclude(cfg.Load.Exclude...))
+	files, err := readers.Discover(ctx, b.sources, readers.WithInclude(cfg.Load.Include...), readers.WithExclude(cfg.Load.Exclude...),
+		readers.WithObjectStore(cfg.Load.Objects))
 	if err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}

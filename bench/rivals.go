@@ -37,6 +37,9 @@ func rivalFormats(files []readers.File) (bool, string) {
 		default:
 			return false, fmt.Sprintf("the rivals (ADBC, hand-written) are skipped: they read Parquet and Arrow IPC with arrow-go, and %s is %s (arrow-go's csv.Reader reads no JSON lists or structs)", f.Path, f.Format)
 		}
+		if f.Store != nil {
+			return false, fmt.Sprintf("the rivals (ADBC, hand-written) are skipped: they read local files with arrow-go, and %s is in an object store", f.Path)
+		}
 		if len(f.Partitions) > 0 {
 			return false, fmt.Sprintf("the rivals (ADBC, hand-written) are skipped: %s takes columns from its Hive partition directories, which arrow-go's readers do not add", f.Path)
 		}

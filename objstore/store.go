@@ -26,6 +26,12 @@ import (
 	"github.com/loaderproject/loader/internal/bufpool"
 )
 
+// The defaults of WithMaxAttempts and WithStallTimeout.
+const (
+	DefaultMaxAttempts  = 5
+	DefaultStallTimeout = 60 * time.Second
+)
+
 // Option configures a Store.
 type Option func(*options)
 
@@ -129,7 +135,7 @@ type bucketEntry struct {
 
 // New returns a Store.
 func New(opts ...Option) *Store {
-	o := options{maxAttempts: 5, maxBackoff: 5 * time.Second, stall: 60 * time.Second, parallel: 8, rangeBytes: 8 << 20, listPage: 1000}
+	o := options{maxAttempts: DefaultMaxAttempts, maxBackoff: 5 * time.Second, stall: DefaultStallTimeout, parallel: 8, rangeBytes: 8 << 20, listPage: 1000}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -170,6 +170,9 @@ func (a *app) bench(cmd *cobra.Command, f benchFlags, paths []string) error {
 			return err
 		}
 	}
+	objects, closeObjects := objectStore(f.input.objectOptions(), paths...)
+	defer closeObjects()
+	cfg.Load.Objects = objects
 	if f.throttle.set {
 		run := f.throttleRun
 		if run <= 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/loaderproject/loader/embedded"
 	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/load"
+	"github.com/loaderproject/loader/objstore"
 	"github.com/loaderproject/loader/readers"
 	"github.com/loaderproject/loader/schemamatch"
 	"github.com/loaderproject/loader/tableschema"
@@ -116,6 +117,9 @@ type inputFlags struct {
 	caseInsensitive bool
 	rescueColumn    string
 	binaryAsString  bool
+
+	objectAttempts int
+	objectStall    time.Duration
 }
 
 func (f *inputFlags) register(fl *pflag.FlagSet) {
@@ -140,9 +144,23 @@ func (f *inputFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.caseInsensitive, "case-insensitive", false, "match column names ignoring ASCII case")
 	fl.StringVar(&f.rescueColumn, "rescue-column", "", "a nullable STRING column that receives, as JSON, source columns the table lacks and values that cannot be cast (like Databricks' _rescued_data)")
 	fl.BoolVar(&f.binaryAsString, "binary-as-string", false, "load binary columns into STRING columns, checking each value is UTF-8 (old Impala/Hive Parquet)")
+
+	fl.IntVar(&f.objectAttempts, "object-attempts", objstore.DefaultMaxAttempts, "object stores: how many times a request that fails transiently (5xx, throttling, a reset) is tried (S3; GCS and Azure keep their SDK's policy), and how many times in a row a download that broke off is fetched on from where it stopped (any store)")
+	fl.DurationVar(&f.objectStall, "object-stall-timeout", objstore.DefaultStallTimeout, "object stores: how long a download may wait for its response or its next bytes before its connection is given up and the download is tried again")
+}
+
+// objectOptions are the object-store settings of the flags.
+func (f *inputFlags) objectOptions() []objstore.Option {
+	return []objstore.Option{objstore.WithMaxAttempts(f.objectAttempts), objstore.WithStallTimeout(f.objectStall)}
 }
 
 func (f *inputFlags) apply(cfg *load.Config) error {
+	if f.objectAttempts < 1 {
+		return usagef("--object-attempts %d: want at least 1", f.objectAttempts)
+	}
+	if f.objectStall <= 0 {
+		return usagef("--object-stall-timeout %v: want a positive duration", f.objectStall)
+	}
 	cfg.Include, cfg.Exclude = f.include, f.exclude
 	var err error
 	opt := readers.CSVOptions{

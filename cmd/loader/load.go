@@ -158,11 +158,8 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 	if err != nil {
 		return usagef("--compression: %v", err)
 	}
-	objects, closeObjects := objectStore(append([]string{f.manifestDir}, sources...)...)
-	defer closeObjects()
 	cfg := load.Config{
 		Sources:             sources,
-		Objects:             objects,
 		Compression:         compression,
 		Streams:             f.streams,
 		Connections:         f.connections,
@@ -183,6 +180,7 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 			return err
 		}
 	}
+	defer withObjects(&cfg, f.input)()
 	decoders := f.decoders
 	if f.limit > 0 {
 		decoders = 1 // as load.Config does

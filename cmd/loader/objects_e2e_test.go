@@ -3,16 +3,22 @@ package main_test
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/internal/s3test"
+	"github.com/loaderproject/loader/load"
 )
 
 // objectsServer starts versitygw with bucket "lake" and points the loader's AWS environment at it.
@@ -199,5 +205,91 @@ func TestKillFromS3Resumes(t *testing.T) {
 			}
 			t.Logf("%s: resumed run loaded %d rows, skipped %d units; %d rows sent twice", sig, second.Rows, second.SkippedUnits, dups)
 		})
+	}
+}
+
+// TestShardsAndBenchFromS3 runs the commands that take their sources from elsewhere than the command
+// line, or discover them on their own, on a bucket: a shard plan made with `plan --shards` and loaded
+// with --plan alone (its sources come from the plan), `status --shards` over it, and `bench`, whose
+// rivals read local files only and are skipped with a note.
+func TestShardsAndBenchFromS3(t *testing.T) {
+	srv := objectsServer(t)
+	data := writeParquetParts(t, 3, 1000)
+	for i := range 3 {
+		srv.PutFile(t, "lake", fmt.Sprintf("sh/part-%d.parquet", i), filepath.Join(data, fmt.Sprintf("part-%d.parquet", i)))
+	}
+	wh, manifests := t.TempDir(), t.TempDir()
+	mustLoader(t, "table", "create", tableName, "--warehouse", wh, "--columns", fixture.TableColumns)
+
+	out := mustLoader(t, "plan", "--shards", "2", "--json", "s3://lake/sh/").stdout
+	plan, err := load.ReadShardPlan(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Files != 3 {
+		t.Fatalf("the plan of s3://lake/sh/ has %d files; want 3:\n%s", plan.Files, out)
+	}
+	planFile := filepath.Join(t.TempDir(), "plan.json")
+	if err := os.WriteFile(planFile, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for k := range 2 {
+		s := parseSummary(t, mustLoader(t, "load", "--table", tableName, "--warehouse", wh, "--manifest-dir", manifests,
+			"--plan", planFile, "--shard-index", strconv.Itoa(k), "--json").stdout)
+		total += s.Rows
+	}
+	if total != 3000 {
+		t.Errorf("the plan's shards loaded %d rows; want 3000", total)
+	}
+	if diffs := fixture.Diff(scanTable(t, wh, tableName), fixture.IDs(0, 3000), fixture.Expected, 10); len(diffs) > 0 {
+		t.Errorf("table differs from the objects:\n  %s", strings.Join(diffs, "\n  "))
+	}
+	rep := statusReport(t, mustLoader(t, "status", "--shards", "--table", tableName, "--warehouse", wh, "--manifest-dir", manifests,
+		"--plan", planFile, "--json").stdout)
+	if rep.Done != 2 || rep.Rows != 3000 {
+		t.Errorf("status --shards: %d of %d shards done, %d rows; want 2 done, 3000 rows", rep.Done, rep.Count, rep.Rows)
+	}
+
+	res := filepath.Join(t.TempDir(), "results")
+	r := mustLoader(t, "bench", "s3://lake/sh/", "--streams", "1", "--repeat", "1", "--out", res, "--quiet")
+	o := readBenchOutput(t, res)
+	if o.number(t, "e2e_mb_s") <= 0 || o.number(t, "decode_ceiling_mb_s") <= 0 || o.number(t, "transport_ceiling_mb_s") <= 0 {
+		t.Errorf("summary.json = %v; want loader, decode and transport figures", o.summary)
+	}
+	if string(o.summary["adbc_mb_s"]) != "null" || !strings.Contains(r.stdout, "s3://lake/sh/part-0.parquet is in an object store") {
+		t.Errorf("adbc_mb_s = %s; want null, with a note that the rivals read local files only:\n%s", o.summary["adbc_mb_s"], r.stdout)
+	}
+
+	for _, bad := range [][]string{{"--object-attempts", "0"}, {"--object-stall-timeout", "0s"}} {
+		if r := loader(t, append([]string{"load", "--table", tableName, "--warehouse", wh, "s3://lake/sh/"}, bad...)...); r.code != 2 || !strings.Contains(r.stderr, bad[0]) {
+			t.Errorf("load %v: exit %d, stderr %q; want 2 naming the flag", bad, r.code, r.stderr)
+		}
+	}
+}
+
+// TestObjectAttemptsFlag points the loader at an S3 endpoint that answers every request with 503
+// SlowDown: --object-attempts N sends the listing N times, then fails naming the cause.
+func TestObjectAttemptsFlag(t *testing.T) {
+	var requests atomic.Int64
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
+	}))
+	defer slow.Close()
+	s3test.EnvFor(t, slow.URL, s3test.AccessKey, s3test.SecretKey)
+	wh := t.TempDir()
+	mustLoader(t, "table", "create", tableName, "--warehouse", wh, "--columns", fixture.TableColumns)
+	for _, n := range []int{2, 3} {
+		requests.Store(0)
+		r := loader(t, "load", "--table", tableName, "--warehouse", wh, "--object-attempts", strconv.Itoa(n), "s3://lake/x/")
+		if r.code == 0 || !strings.Contains(r.stderr, "SlowDown") {
+			t.Errorf("--object-attempts %d against an endpoint that always throttles: exit %d, stderr %q; want a failure naming SlowDown", n, r.code, r.stderr)
+		}
+		if got := requests.Load(); got != int64(n) {
+			t.Errorf("--object-attempts %d: the endpoint saw %d requests; want %d", n, got, n)
+		}
 	}
 }

@@ -35,14 +35,13 @@ It exits 1 when any file would fail to load.`,
 			if cmd.Flags().Changed("shards") {
 				return a.planShards(cmd.Context(), input, sources, shards, asJSON)
 			}
-			objects, closeObjects := objectStore(sources...)
-			defer closeObjects()
-			cfg := load.Config{Sources: sources, Objects: objects, Logger: a.logger}
+			cfg := load.Config{Sources: sources, Logger: a.logger}
 			for _, apply := range []func(*load.Config) error{target.apply, input.apply} {
 				if err := apply(&cfg); err != nil {
 					return err
 				}
 			}
+			defer withObjects(&cfg, input)()
 			rep, err := load.Plan(cmd.Context(), cfg)
 			err = withHint(err)
 			if rep == nil {

@@ -18,6 +18,7 @@ func (a *app) planShards(ctx context.Context, input inputFlags, sources []string
 	if err := input.apply(&cfg); err != nil {
 		return err
 	}
+	defer withObjects(&cfg, input)()
 	plan, err := load.PlanShards(ctx, cfg, n)
 	if err != nil {
 		return err

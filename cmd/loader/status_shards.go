@@ -100,6 +100,7 @@ func (a *app) statusShards(ctx context.Context, target targetFlags, input inputF
 		}
 		selectorFor = func(k int) (load.Selector, error) { return load.HashSelector{Index: k, Count: count}, nil }
 	}
+	defer withObjects(&cfg, input)()
 	if count < 0 {
 		n, err := onlyShardCount(cfg.ManifestDir)
 		if err != nil {

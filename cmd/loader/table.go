@@ -86,7 +86,7 @@ file using the canonical Arrow-to-Delta mapping (the README's "Types" section li
 
 // schemaLike derives a table schema from a file with the canonical mapping.
 func schemaLike(ctx context.Context, path string) (*tableschema.Schema, error) {
-	objects, closeObjects := objectStore(path)
+	objects, closeObjects := objectStore(nil, path)
 	defer closeObjects()
 	files, err := readers.Discover(ctx, []string{path}, readers.WithObjectStore(objects))
 	if err != nil {

@@ -84,6 +84,13 @@ func (s *Server) Client(access, secret string) *s3.Client {
 // standard variables), for the rest of the test.
 func (s *Server) Env(t *testing.T, access, secret string) {
 	t.Helper()
+	EnvFor(t, s.Endpoint, access, secret)
+}
+
+// EnvFor sets the environment a loader needs to reach the S3 endpoint (http://host:port) with the
+// given keys, for the rest of the test.
+func EnvFor(t *testing.T, endpoint, access, secret string) {
+	t.Helper()
 	t.Setenv("AWS_ACCESS_KEY_ID", access)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", secret)
 	t.Setenv("AWS_SESSION_TOKEN", "")
@@ -92,7 +99,7 @@ func (s *Server) Env(t *testing.T, access, secret string) {
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
 	t.Setenv("AWS_REGION", "us-east-1")
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	t.Setenv("AWS_ENDPOINT_URL_S3", s.Endpoint)
+	t.Setenv("AWS_ENDPOINT_URL_S3", endpoint)
 	t.Setenv("AWS_ENDPOINT_URL", "")
 }
 
