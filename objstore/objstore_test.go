@@ -520,6 +520,31 @@ func TestThrottlingRetriedAsConfigured(t *testing.T) {
 	}
 }
 
+// A GCS endpoint that answers 503 for good fails a request after WithMaxAttempts attempts (the GCS
+// client's own default is to retry until the context ends), with the URL and the status.
+func TestGCSThrottlingBounded(t *testing.T) {
+	var served atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, `{"error":{"code":503,"message":"Please reduce your request rate."}}`)
+	}))
+	defer hs.Close()
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(hs.URL, "http://"))
+	st := objstore.New(objstore.WithMaxAttempts(3), objstore.WithMaxBackoff(time.Millisecond))
+	defer st.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a mutation fails, not hangs
+	defer cancel()
+	_, err := st.Stat(ctx, mustParse(t, "gs://data/k"))
+	if err == nil || !strings.Contains(err.Error(), "gs://data/k") || !strings.Contains(err.Error(), "503") || ctx.Err() != nil {
+		t.Errorf("Stat against an endpoint that always answers 503: %v; want a 503 naming gs://data/k before the deadline", err)
+	}
+	if n := served.Load(); n != 3 {
+		t.Errorf("%d attempts; want 3 (WithMaxAttempts)", n)
+	}
+}
+
 func TestPrefetchCancelled(t *testing.T) {
 	srv, st := newStore(t)
 	srv.Put(t, "data", "k", pattern(1000))

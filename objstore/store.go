@@ -13,9 +13,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"cloud.google.com/go/storage"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/googleapis/gax-go/v2"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/azureblob" // registers azblob:// on blob.DefaultURLMux
 	_ "gocloud.dev/blob/gcsblob"   // registers gs:// on blob.DefaultURLMux
@@ -46,8 +48,9 @@ type options struct {
 
 // WithMaxAttempts sets how many times the SDK's retryer tries a request that fails transiently (5xx,
 // throttling, a reset connection) before giving up. Default 5; values below 1 mean the default.
-// (S3 only: the GCS and Azure SDKs keep their own retry policies.) It is also how many times in a
-// row a read (any store) fetches on after the response's body broke off without a byte more.
+// (S3 and GCS, whose client would otherwise retry until the context ends; the Azure SDK keeps its
+// own policy, 4 tries.) It is also how many times in a row a read (any store) fetches on after the
+// response's body broke off without a byte more.
 func WithMaxAttempts(n int) Option {
 	return func(o *options) {
 		if n > 0 {
@@ -56,8 +59,8 @@ func WithMaxAttempts(n int) Option {
 	}
 }
 
-// WithMaxBackoff caps the SDK retryer's backoff between attempts. Default 5s; values below 1 mean
-// the default.
+// WithMaxBackoff caps the SDK retryer's backoff between attempts (S3 and GCS) and between fetches
+// on after a body broke off (any store). Default 5s; values below 1 mean the default.
 func WithMaxBackoff(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
@@ -268,7 +271,18 @@ func (s *Store) open(ctx context.Context, loc Location) (*blob.Bucket, error) {
 	case SchemeS3:
 		return s.openS3(ctx, loc)
 	case SchemeGCS:
-		return blob.OpenBucket(ctx, bucketURL(loc).String()) // gcsblob's default opener: credentials or STORAGE_EMULATOR_HOST
+		b, err := blob.OpenBucket(ctx, bucketURL(loc).String()) // gcsblob's default opener: credentials or STORAGE_EMULATOR_HOST
+		if err != nil {
+			return nil, err
+		}
+		// The GCS client retries a transient failure until the context ends unless told a number
+		// of attempts: a store that answers 503 for good would hang the load.
+		var c *storage.Client
+		if b.As(&c) {
+			c.SetRetry(storage.WithMaxAttempts(s.opts.maxAttempts),
+				storage.WithBackoff(gax.Backoff{Initial: min(time.Second, s.opts.maxBackoff), Max: s.opts.maxBackoff, Multiplier: 2}))
+		}
+		return b, nil
 	case SchemeAzure:
 		return blob.OpenBucket(ctx, bucketURL(loc).String())
 	}
