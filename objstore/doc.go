@@ -26,8 +26,9 @@
 // body that breaks off (a reset or early close in the middle of a download) is fetched on from
 // where it stopped by the Reader and the Stream, with a GET conditional on the same ETag and the
 // SDK's backoff (Store.Retries counts them). A response that stalls is given up after the stall
-// timeout (WithStallTimeout, 60s): its body is then fetched on the same way, its headers (S3) are
-// the SDK's to retry.
+// timeout (WithStallTimeout, 60s): its body is then fetched on the same way; its headers are the
+// SDK's to retry on S3 (the transport's ResponseHeaderTimeout), and are asked again by the Reader
+// and the Stream on GCS and Azure, whose clients bring their own transports.
 //
 // Memory: the buffers of Prefetch and Stream come from the Store's pool and go back to it on
 // Prefetched.Release and as a Stream is read or closed, so a long load reuses them.

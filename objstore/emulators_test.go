@@ -257,6 +257,73 @@ func TestEmulatorBodyCut(t *testing.T) {
 	}
 }
 
+// A GCS or Azure response that stalls before its headers (their clients bring their own transports,
+// with no timeout of their own) is given up after the stall timeout and asked again: a Prefetch and
+// a Stream return the whole object.
+func TestEmulatorStalledHeaders(t *testing.T) {
+	data := pattern(1 << 20)
+	cases := []struct {
+		name  string
+		start func(t *testing.T) (*tcpproxy.Proxy, string)
+	}{
+		{"gcs", func(t *testing.T) (*tcpproxy.Proxy, string) {
+			port := gcstest.FreePort(t)
+			p := newProxy(t, fmt.Sprintf("127.0.0.1:%d", port))
+			gcstest.StartOn(t, map[string][]byte{"k": data}, port, p.Addr())
+			return p, "gs://data/k"
+		}},
+		{"azure", func(t *testing.T) (*tcpproxy.Proxy, string) {
+			srv := azuritetest.Start(t)
+			srv.Env(t)
+			srv.CreateContainer(t, "data")
+			srv.Put(t, "data", "k", data)
+			p := newProxy(t, srv.Host)
+			return p, "azblob://data/k?domain=" + p.Addr()
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, u := c.start(t)
+			st := objstore.New(objstore.WithMaxBackoff(time.Millisecond), objstore.WithStallTimeout(300*time.Millisecond))
+			defer func() { _ = st.Close() }()
+			// without the stall timeout the reads below would wait forever: fail them instead
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			obj, err := st.Stat(ctx, mustParse(t, u))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, _ := st.Open(ctx, obj)
+			p.StallBackAfter(1)
+			pf, err := r.Prefetch(ctx, []objstore.Range{{Off: 0, Len: int64(len(data))}}, 0)
+			if err != nil {
+				t.Fatalf("Prefetch with its headers stalled: %v", err)
+			}
+			got := make([]byte, len(data))
+			if _, err := pf.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
+				t.Errorf("prefetched bytes: %v, equal %v", err, bytes.Equal(got, data))
+			}
+			pf.Release()
+			if p.Stalls() != 1 || st.Retries() != 1 {
+				t.Errorf("%d stalls, %d GETs asked again; want 1 and 1", p.Stalls(), st.Retries())
+			}
+			p.StallBackAfter(1)
+			rd, err := r.Stream(ctx, 0)
+			if err != nil {
+				t.Fatalf("Stream with its headers stalled: %v", err)
+			}
+			all, err := io.ReadAll(rd)
+			rd.Close()
+			if err != nil || !bytes.Equal(all, data) {
+				t.Errorf("stream: %v, equal %v", err, bytes.Equal(all, data))
+			}
+			if p.Stalls() != 2 || st.Retries() != 2 {
+				t.Errorf("%d stalls, %d GETs asked again; want 2 and 2", p.Stalls(), st.Retries())
+			}
+		})
+	}
+}
+
 func newProxy(t *testing.T, target string) *tcpproxy.Proxy {
 	t.Helper()
 	p, err := tcpproxy.New(target)

@@ -83,8 +83,15 @@ func (r *Reader) getOnce(ctx context.Context, p []byte, off int64, suffix bool) 
 	r.s.requests.Add(1)
 	gctx, w := r.s.watch(ctx)
 	defer w.stop()
-	rr, err := r.b.NewRangeReader(gctx, r.obj.Loc.Key, start, length, opts)
+	var rr *blob.Reader
+	err := w.open(r.obj.Loc.Scheme, func() (err error) {
+		rr, err = r.b.NewRangeReader(gctx, r.obj.Loc.Key, start, length, opts)
+		return err
+	})
 	if err != nil {
+		if errors.Is(err, errStalled) && ctx.Err() == nil {
+			return 0, &bodyError{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Err: err}
+		}
 		return 0, r.readErr(ctx, err, off, n)
 	}
 	defer func() { _ = rr.Close() }()

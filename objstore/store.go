@@ -176,8 +176,8 @@ func (s *Store) watch(ctx context.Context) (context.Context, *watchdog) {
 	return ctx, &watchdog{d: s.opts.stall, cancel: cancel}
 }
 
-// read is rd.Read(p), failing with errStalled when it waited longer than the stall timeout.
-func (w *watchdog) read(rd io.Reader, p []byte) (int, error) {
+// arm starts the watchdog's clock; stop it with w.timer.Stop.
+func (w *watchdog) arm() {
 	if w.timer == nil {
 		w.timer = time.AfterFunc(w.d, func() {
 			w.fired.Store(true)
@@ -186,12 +186,34 @@ func (w *watchdog) read(rd io.Reader, p []byte) (int, error) {
 	} else {
 		w.timer.Reset(w.d)
 	}
+}
+
+// read is rd.Read(p), failing with errStalled when it waited longer than the stall timeout.
+func (w *watchdog) read(rd io.Reader, p []byte) (int, error) {
+	w.arm()
 	n, err := rd.Read(p)
 	w.timer.Stop()
 	if err != nil && w.fired.Load() {
 		err = fmt.Errorf("%w: no bytes for %s", errStalled, w.d)
 	}
 	return n, err
+}
+
+// open runs open, an SDK call that returns once a response's headers arrived, failing with
+// errStalled when it waited longer than the stall timeout. Only GCS and Azure are watched so: the
+// S3 transport's ResponseHeaderTimeout gives stalled headers to the SDK's retryer, while the GCS
+// and Azure clients, which bring their own transports, would wait for them forever.
+func (w *watchdog) open(scheme string, open func() error) error {
+	if scheme == SchemeS3 {
+		return open()
+	}
+	w.arm()
+	err := open()
+	w.timer.Stop()
+	if err != nil && w.fired.Load() {
+		err = fmt.Errorf("%w: no response for %s", errStalled, w.d)
+	}
+	return err
 }
 
 func (w *watchdog) stop() {

@@ -28,23 +28,48 @@ func (r *Reader) Stream(ctx context.Context, off int64) (io.ReadCloser, error) {
 		return io.NopCloser(eofReader{}), nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	gctx, w := r.s.watch(ctx)
-	rr, err := r.openFrom(gctx, off)
+	fails := 0
+	rr, w, err := r.openWatched(ctx, off, &fails)
 	if err != nil {
-		w.stop()
 		cancel()
 		return nil, err
 	}
 	st := &stream{ch: make(chan streamBuf, streamAhead), cancel: cancel, done: make(chan struct{}), pool: r.s.reads}
-	go st.fill(ctx, r, rr, w, off)
+	go st.fill(ctx, r, rr, w, off, fails)
 	return st, nil
 }
 
-// openFrom opens a GET of the object from off to its end, conditional on its ETag.
-func (r *Reader) openFrom(ctx context.Context, off int64) (*blob.Reader, error) {
+// openWatched opens a GET of the object from off to its end (openFrom) under a new watchdog, and
+// opens it again while the response stalls before its headers (Store.retryBody, *fails the
+// failures in a row so far).
+func (r *Reader) openWatched(ctx context.Context, off int64, fails *int) (*blob.Reader, *watchdog, error) {
+	for {
+		gctx, w := r.s.watch(ctx)
+		rr, err := r.openFrom(ctx, gctx, w, off)
+		if err == nil {
+			return rr, w, nil
+		}
+		w.stop()
+		*fails++
+		if !r.s.retryBody(ctx, err, *fails) {
+			return nil, nil, err
+		}
+	}
+}
+
+// openFrom opens a GET of the object from off to its end, conditional on its ETag, on gctx (w's
+// context, derived from ctx). A response that stalls before its headers is a *bodyError.
+func (r *Reader) openFrom(ctx, gctx context.Context, w *watchdog, off int64) (*blob.Reader, error) {
 	r.s.requests.Add(1)
-	rr, err := r.b.NewRangeReader(ctx, r.obj.Loc.Key, off, -1, &blob.ReaderOptions{BeforeRead: ifMatchRead(r.obj.ETag, 0)})
+	var rr *blob.Reader
+	err := w.open(r.obj.Loc.Scheme, func() (err error) {
+		rr, err = r.b.NewRangeReader(gctx, r.obj.Loc.Key, off, -1, &blob.ReaderOptions{BeforeRead: ifMatchRead(r.obj.ETag, 0)})
+		return err
+	})
 	if err != nil {
+		if errors.Is(err, errStalled) && ctx.Err() == nil {
+			return nil, &bodyError{URL: r.obj.URL(), Op: "read " + fmtRange(off, r.obj.Size-off), Err: err}
+		}
 		return nil, r.readErr(ctx, err, off, r.obj.Size-off)
 	}
 	if v := readVersion(rr); v != "" && r.obj.ETag != "" && v != r.obj.ETag {
@@ -77,18 +102,19 @@ type stream struct {
 
 // fill reads the object into chunks for Read. A body that breaks off is opened again from where it
 // stopped (Store.retryBody), so the stream goes on.
-func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, w *watchdog, off int64) {
+func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, w *watchdog, off int64, fails int) {
 	defer close(st.done)
 	defer close(st.ch)
 	defer func() {
 		if rr != nil {
 			_ = rr.Close()
 		}
-		w.stop()
+		if w != nil {
+			w.stop()
+		}
 	}()
 	want := r.obj.Size - off
 	var got int64
-	fails := 0
 	for {
 		buf := st.pool.Allocate(int(min(streamChunk, max(want-got, 1))))
 		var n int64
@@ -112,9 +138,7 @@ func (st *stream) fill(ctx context.Context, r *Reader, rr *blob.Reader, w *watch
 			}
 			_ = rr.Close()
 			w.stop()
-			var gctx context.Context
-			gctx, w = r.s.watch(ctx)
-			if rr, err = r.openFrom(gctx, off+got); err != nil {
+			if rr, w, err = r.openWatched(ctx, off+got, &fails); err != nil {
 				break
 			}
 		}
