@@ -22,7 +22,7 @@
 // AWS_ENDPOINT_URL, or the URL's ?endpoint=...&use_path_style=true; path-style addressing is the
 // default when the endpoint's host is an IP address or localhost. Transient failures (5xx,
 // throttling, resets) are retried with backoff by the SDK's own retryer, configured by Store
-// options rather than rewritten here (S3 and GCS; the Azure SDK keeps its policy of 4 tries). The SDKs retry a request only until its response starts; a
+// options rather than rewritten here (S3 and GCS per client, Azure per call). The SDKs retry a request only until its response starts; a
 // body that breaks off (a reset or early close in the middle of a download) is fetched on from
 // where it stopped by the Reader and the Stream, with a GET conditional on the same ETag and the
 // SDK's backoff (Store.Retries counts them). A response that stalls is given up after the stall

@@ -6,7 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -321,6 +326,54 @@ func TestEmulatorStalledHeaders(t *testing.T) {
 				t.Errorf("%d stalls, %d GETs asked again; want 2 and 2", p.Stalls(), st.Retries())
 			}
 		})
+	}
+}
+
+// The Azure SDK takes the store's retry policy per call: WithMaxAttempts tries of a request
+// answered 503 (its own default is 4), and a stat whose response stalls is tried again after the
+// stall timeout rather than waited on.
+func TestEmulatorAzureRetriesAsConfigured(t *testing.T) {
+	srv := azuritetest.Start(t)
+	srv.Env(t)
+	srv.CreateContainer(t, "data")
+	srv.Put(t, "data", "k", []byte("hello"))
+	target, err := url.Parse("http://" + srv.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fail, served atomic.Int64
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(target) }}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fail.Add(-1) >= 0 {
+			served.Add(1)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st := objstore.New(objstore.WithMaxAttempts(2), objstore.WithMaxBackoff(time.Millisecond))
+	defer func() { _ = st.Close() }()
+	loc := mustParse(t, "azblob://data/k?domain="+strings.TrimPrefix(hs.URL, "http://"))
+	fail.Store(1)
+	if o, err := st.Stat(ctx, loc); err != nil || o.Size != 5 || served.Load() != 1 {
+		t.Errorf("stat answered 503 once of 2 tries: %+v, %v, %d 503s; want the object after one", o, err, served.Load())
+	}
+	served.Store(0)
+	fail.Store(10)
+	if _, err := st.Stat(ctx, loc); err == nil || !strings.Contains(err.Error(), "503") || served.Load() != 2 {
+		t.Errorf("stat answered 503 every time: %v after %d tries; want a 503 after 2 (WithMaxAttempts, not the SDK's 4)", err, served.Load())
+	}
+	fail.Store(0)
+
+	p := newProxy(t, srv.Host)
+	st2 := objstore.New(objstore.WithMaxBackoff(time.Millisecond), objstore.WithStallTimeout(300*time.Millisecond))
+	defer func() { _ = st2.Close() }()
+	p.StallBackAfter(1)
+	if o, err := st2.Stat(ctx, mustParse(t, "azblob://data/k?domain="+p.Addr())); err != nil || o.Size != 5 || p.Stalls() != 1 {
+		t.Errorf("stat whose response stalled: %+v, %v, %d stalls; want the object after 1 stall", o, err, p.Stalls())
 	}
 }
 

@@ -85,7 +85,7 @@ func (r *Reader) getOnce(ctx context.Context, p []byte, off int64, suffix bool) 
 	defer w.stop()
 	var rr *blob.Reader
 	err := w.open(r.obj.Loc.Scheme, func() (err error) {
-		rr, err = r.b.NewRangeReader(gctx, r.obj.Loc.Key, start, length, opts)
+		rr, err = r.b.NewRangeReader(r.s.sdkCtx(gctx, r.obj.Loc.Scheme, false), r.obj.Loc.Key, start, length, opts)
 		return err
 	})
 	if err != nil {

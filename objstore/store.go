@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/storage"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -48,8 +49,8 @@ type options struct {
 
 // WithMaxAttempts sets how many times the SDK's retryer tries a request that fails transiently (5xx,
 // throttling, a reset connection) before giving up. Default 5; values below 1 mean the default.
-// (S3 and GCS, whose client would otherwise retry until the context ends; the Azure SDK keeps its
-// own policy, 4 tries.) It is also how many times in a row a read (any store) fetches on after the
+// (The GCS client would otherwise retry until the context ends; the Azure SDK takes it per call,
+// see sdkCtx.) It is also how many times in a row a read (any store) fetches on after the
 // response's body broke off without a byte more.
 func WithMaxAttempts(n int) Option {
 	return func(o *options) {
@@ -59,8 +60,8 @@ func WithMaxAttempts(n int) Option {
 	}
 }
 
-// WithMaxBackoff caps the SDK retryer's backoff between attempts (S3 and GCS) and between fetches
-// on after a body broke off (any store). Default 5s; values below 1 mean the default.
+// WithMaxBackoff caps the SDK retryer's backoff between attempts and between fetches on after a
+// body broke off. Default 5s; values below 1 mean the default.
 func WithMaxBackoff(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
@@ -157,6 +158,25 @@ func (s *Store) Stats() (requests, bytes int64) { return s.requests.Load(), s.by
 // Retries reports how many GETs were sent again, for the rest of a range, after a response's body
 // broke off (they count in Stats' requests too).
 func (s *Store) Retries() int64 { return s.retries.Load() }
+
+// sdkCtx is ctx for one call into the SDK of a store of the scheme. On Azure, whose SDK takes its
+// retry policy per call, it carries the store's: WithMaxAttempts tries, backoff capped at
+// WithMaxBackoff, and for a call whose response is small (metadata: stat, list, delete) a timeout
+// of each try at the stall timeout, so a stalled one is tried again instead of waited on. S3 and GCS
+// have theirs from their clients.
+func (s *Store) sdkCtx(ctx context.Context, scheme string, metadata bool) context.Context {
+	if scheme != SchemeAzure {
+		return ctx
+	}
+	o := policy.RetryOptions{MaxRetries: int32(s.opts.maxAttempts - 1), MaxRetryDelay: s.opts.maxBackoff}
+	if o.MaxRetries == 0 {
+		o.MaxRetries = -1 // the SDK's "one try"; 0 means its default
+	}
+	if metadata {
+		o.TryTimeout = s.opts.stall
+	}
+	return policy.WithRetryOptions(ctx, o)
+}
 
 // errStalled is a read that waited longer than the stall timeout for its next bytes.
 var errStalled = errors.New("the response stalled")
@@ -400,7 +420,7 @@ func (s *Store) Stat(ctx context.Context, loc Location) (Object, error) {
 		return Object{}, err
 	}
 	s.requests.Add(1)
-	a, err := b.Attributes(ctx, loc.Key)
+	a, err := b.Attributes(s.sdkCtx(ctx, loc.Scheme, true), loc.Key)
 	if err != nil {
 		return Object{}, s.classify(ctx, b, loc, "stat", err)
 	}
@@ -440,7 +460,7 @@ func (s *Store) walk(ctx context.Context, b *blob.Bucket, loc Location, prefix s
 			return err
 		}
 		s.requests.Add(1)
-		page, next, err := b.ListPage(ctx, token, s.opts.listPage, &blob.ListOptions{Prefix: prefix, Delimiter: "/"})
+		page, next, err := b.ListPage(s.sdkCtx(ctx, loc.Scheme, true), token, s.opts.listPage, &blob.ListOptions{Prefix: prefix, Delimiter: "/"})
 		if err != nil && !errors.Is(err, io.EOF) {
 			return s.classify(ctx, b, loc.Child(prefix), "list", err)
 		}
@@ -489,7 +509,7 @@ func (s *Store) write(ctx context.Context, loc Location, data []byte, opts *blob
 	// Upload without ContentMD5, not WriteAll: gocloud's azureblob writer panics closing its pipe
 	// after a failed (conditional) write fed through Write; the driver's Upload takes the bytes in
 	// one call (and gocloud uses it only when it is not checking an MD5 itself).
-	if err := b.Upload(ctx, loc.Key, bytes.NewReader(data), opts); err != nil {
+	if err := b.Upload(s.sdkCtx(ctx, loc.Scheme, false), loc.Key, bytes.NewReader(data), opts); err != nil {
 		return "", s.classify(ctx, b, loc, "write", err)
 	}
 	o, err := s.Stat(ctx, loc)
@@ -506,7 +526,7 @@ func (s *Store) Delete(ctx context.Context, loc Location) error {
 		return err
 	}
 	s.requests.Add(1)
-	if err := b.Delete(ctx, loc.Key); err != nil {
+	if err := b.Delete(s.sdkCtx(ctx, loc.Scheme, true), loc.Key); err != nil {
 		return s.classify(ctx, b, loc, "delete", err)
 	}
 	return nil

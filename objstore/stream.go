@@ -63,7 +63,7 @@ func (r *Reader) openFrom(ctx, gctx context.Context, w *watchdog, off int64) (*b
 	r.s.requests.Add(1)
 	var rr *blob.Reader
 	err := w.open(r.obj.Loc.Scheme, func() (err error) {
-		rr, err = r.b.NewRangeReader(gctx, r.obj.Loc.Key, off, -1, &blob.ReaderOptions{BeforeRead: ifMatchRead(r.obj.ETag, 0)})
+		rr, err = r.b.NewRangeReader(r.s.sdkCtx(gctx, r.obj.Loc.Scheme, false), r.obj.Loc.Key, off, -1, &blob.ReaderOptions{BeforeRead: ifMatchRead(r.obj.ETag, 0)})
 		return err
 	})
 	if err != nil {

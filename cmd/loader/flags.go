@@ -145,7 +145,7 @@ func (f *inputFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.rescueColumn, "rescue-column", "", "a nullable STRING column that receives, as JSON, source columns the table lacks and values that cannot be cast (like Databricks' _rescued_data)")
 	fl.BoolVar(&f.binaryAsString, "binary-as-string", false, "load binary columns into STRING columns, checking each value is UTF-8 (old Impala/Hive Parquet)")
 
-	fl.IntVar(&f.objectAttempts, "object-attempts", objstore.DefaultMaxAttempts, "object stores: how many times a request that fails transiently (5xx, throttling, a reset) is tried (S3 and GCS; Azure keeps its SDK's policy, 4 tries), and how many times in a row a download that broke off is fetched on from where it stopped (any store)")
+	fl.IntVar(&f.objectAttempts, "object-attempts", objstore.DefaultMaxAttempts, "object stores: how many times a request that fails transiently (5xx, throttling, a reset) is tried, and how many times in a row a download that broke off is fetched on from where it stopped (any store)")
 	fl.DurationVar(&f.objectStall, "object-stall-timeout", objstore.DefaultStallTimeout, "object stores: how long a download may wait for its response or its next bytes before its connection is given up and the download is tried again")
 }
 
