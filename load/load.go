@@ -282,7 +282,7 @@ type Summary struct {
 	ObjectRequests int64 `json:"object_requests,omitempty"`
 	ObjectBytes    int64 `json:"object_bytes,omitempty"`
 	// ObjectRetries counts the GETs sent again for the rest of a range whose response broke off
-	// (a reset or closed connection), included in ObjectRequests.
+	// (a reset or closed connection) or stalled, included in ObjectRequests.
 	ObjectRetries int64 `json:"object_retries,omitempty"`
 }
 

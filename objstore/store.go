@@ -118,7 +118,7 @@ type Store struct {
 
 	requests atomic.Int64
 	bytes    atomic.Int64
-	retries  atomic.Int64 // GETs re-sent after a body broke off
+	retries  atomic.Int64 // GETs re-sent after a body broke off or a response stalled
 
 	// transport carries the S3 buckets' requests; Close closes its idle connections.
 	transport *http.Transport
@@ -156,7 +156,7 @@ func New(opts ...Option) *Store {
 func (s *Store) Stats() (requests, bytes int64) { return s.requests.Load(), s.bytes.Load() }
 
 // Retries reports how many GETs were sent again, for the rest of a range, after a response's body
-// broke off (they count in Stats' requests too).
+// broke off or stalled, or (GCS, Azure) its headers stalled; they count in Stats' requests too.
 func (s *Store) Retries() int64 { return s.retries.Load() }
 
 // sdkCtx is ctx for one call into the SDK of a store of the scheme. On Azure, whose SDK takes its
