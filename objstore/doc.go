@@ -28,7 +28,8 @@
 // SDK's backoff (Store.Retries counts them). A response that stalls is given up after the stall
 // timeout (WithStallTimeout, 60s): its body is then fetched on the same way; its headers are the
 // SDK's to retry on S3 (the transport's ResponseHeaderTimeout), and are asked again by the Reader
-// and the Stream on GCS and Azure, whose clients bring their own transports.
+// and the Stream on GCS and Azure, whose clients bring their own transports; a stalled stat, list
+// or delete is tried again by Azure's SDK (a per-try timeout) and by the Store on GCS.
 //
 // Memory: the buffers of Prefetch and Stream come from the Store's pool and go back to it on
 // Prefetched.Release and as a Stream is read or closed, so a long load reuses them.

@@ -325,6 +325,20 @@ func TestEmulatorStalledHeaders(t *testing.T) {
 			if p.Stalls() != 2 || st.Retries() != 2 {
 				t.Errorf("%d stalls, %d GETs asked again; want 2 and 2", p.Stalls(), st.Retries())
 			}
+			// metadata: a stat and a listing
+			p.StallBackAfter(1)
+			if o, err := st.Stat(ctx, obj.Loc); err != nil || o.Size != obj.Size || p.Stalls() != 3 {
+				t.Errorf("stat with its response stalled: %+v, %v, %d stalls; want the object after the 3rd", o, err, p.Stalls())
+			}
+			p.StallBackAfter(1)
+			var keys []string
+			err = st.Walk(ctx, mustParse(t, strings.Replace(u, "/k", "/", 1)), nil, func(o objstore.Object) error {
+				keys = append(keys, o.Loc.Key)
+				return nil
+			})
+			if err != nil || strings.Join(keys, " ") != "k" || p.Stalls() != 4 {
+				t.Errorf("listing with its response stalled: %v, %v, %d stalls; want [k] after the 4th", keys, err, p.Stalls())
+			}
 		})
 	}
 }

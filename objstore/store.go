@@ -248,7 +248,18 @@ func (w *watchdog) stop() {
 // WithMaxBackoff). It gives up after WithMaxAttempts failures in a row, or when ctx ends.
 func (s *Store) retryBody(ctx context.Context, err error, fails int) bool {
 	var be *bodyError
-	if !errors.As(err, &be) || fails >= s.opts.maxAttempts {
+	if !errors.As(err, &be) || !s.backoff(ctx, err, fails) {
+		return false
+	}
+	s.retries.Add(1)
+	return true
+}
+
+// backoff waits before the next try after the fails-th failure in a row, err, the SDK's jittered
+// exponential backoff (capped at WithMaxBackoff). It reports false, at once, after WithMaxAttempts
+// failures in a row or when ctx ends.
+func (s *Store) backoff(ctx context.Context, err error, fails int) bool {
+	if fails >= s.opts.maxAttempts {
 		return false
 	}
 	d, derr := retry.NewExponentialJitterBackoff(s.opts.maxBackoff).BackoffDelay(fails, err)
@@ -261,9 +272,27 @@ func (s *Store) retryBody(ctx context.Context, err error, fails int) bool {
 	case <-ctx.Done():
 		return false
 	case <-t.C:
+		return true
 	}
-	s.retries.Add(1)
-	return true
+}
+
+// metadata runs call, a stat, list or delete in a bucket of the scheme. Its response is small, so
+// waiting the stall timeout for it means it stalled: on GCS, whose client would wait forever, the
+// call is then given up and tried again, up to WithMaxAttempts times in a row. Azure tries it again
+// itself (sdkCtx's per-try timeout), S3 too (its transport's ResponseHeaderTimeout).
+func (s *Store) metadata(ctx context.Context, scheme string, call func(context.Context) error) error {
+	ctx = s.sdkCtx(ctx, scheme, true)
+	if scheme != SchemeGCS {
+		return call(ctx)
+	}
+	for fails := 1; ; fails++ {
+		gctx, w := s.watch(ctx)
+		err := w.open(scheme, func() error { return call(gctx) })
+		w.stop()
+		if !errors.Is(err, errStalled) || ctx.Err() != nil || !s.backoff(ctx, err, fails) {
+			return err
+		}
+	}
 }
 
 // Close closes every bucket the store opened.
@@ -420,7 +449,11 @@ func (s *Store) Stat(ctx context.Context, loc Location) (Object, error) {
 		return Object{}, err
 	}
 	s.requests.Add(1)
-	a, err := b.Attributes(s.sdkCtx(ctx, loc.Scheme, true), loc.Key)
+	var a *blob.Attributes
+	err = s.metadata(ctx, loc.Scheme, func(ctx context.Context) (err error) {
+		a, err = b.Attributes(ctx, loc.Key)
+		return err
+	})
 	if err != nil {
 		return Object{}, s.classify(ctx, b, loc, "stat", err)
 	}
@@ -460,7 +493,12 @@ func (s *Store) walk(ctx context.Context, b *blob.Bucket, loc Location, prefix s
 			return err
 		}
 		s.requests.Add(1)
-		page, next, err := b.ListPage(s.sdkCtx(ctx, loc.Scheme, true), token, s.opts.listPage, &blob.ListOptions{Prefix: prefix, Delimiter: "/"})
+		var page []*blob.ListObject
+		var next []byte
+		err := s.metadata(ctx, loc.Scheme, func(ctx context.Context) (err error) {
+			page, next, err = b.ListPage(ctx, token, s.opts.listPage, &blob.ListOptions{Prefix: prefix, Delimiter: "/"})
+			return err
+		})
 		if err != nil && !errors.Is(err, io.EOF) {
 			return s.classify(ctx, b, loc.Child(prefix), "list", err)
 		}
@@ -526,7 +564,7 @@ func (s *Store) Delete(ctx context.Context, loc Location) error {
 		return err
 	}
 	s.requests.Add(1)
-	if err := b.Delete(s.sdkCtx(ctx, loc.Scheme, true), loc.Key); err != nil {
+	if err := s.metadata(ctx, loc.Scheme, func(ctx context.Context) error { return b.Delete(ctx, loc.Key) }); err != nil {
 		return s.classify(ctx, b, loc, "delete", err)
 	}
 	return nil
