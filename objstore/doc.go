@@ -29,7 +29,9 @@
 // timeout (WithStallTimeout, 60s): its body is then fetched on the same way; its headers are the
 // SDK's to retry on S3 (the transport's ResponseHeaderTimeout), and are asked again by the Reader
 // and the Stream on GCS and Azure, whose clients bring their own transports; a stalled stat, list
-// or delete is tried again by Azure's SDK (a per-try timeout) and by the Store on GCS.
+// or delete is tried again by Azure's SDK (a per-try timeout) and by the Store on GCS; a write that
+// takes longer than the stall timeout plus a second per MiB fails (it may have landed: it is not
+// sent again).
 //
 // Memory: the buffers of Prefetch and Stream come from the Store's pool and go back to it on
 // Prefetched.Release and as a Stream is read or closed, so a long load reuses them.

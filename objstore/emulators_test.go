@@ -339,6 +339,14 @@ func TestEmulatorStalledHeaders(t *testing.T) {
 			if err != nil || strings.Join(keys, " ") != "k" || p.Stalls() != 4 {
 				t.Errorf("listing with its response stalled: %v, %v, %d stalls; want [k] after the 4th", keys, err, p.Stalls())
 			}
+			// a write is not asked again (it may have landed): it fails, naming the object, instead of waiting
+			p.StallBackAfter(1)
+			newLoc := mustParse(t, strings.Replace(u, "/k", "/new", 1))
+			start := time.Now()
+			_, err = st.Create(ctx, newLoc, []byte("x"))
+			if err == nil || !strings.Contains(err.Error(), "stalled") || !strings.Contains(err.Error(), "data/new") || ctx.Err() != nil {
+				t.Errorf("create with its response stalled: %v after %s; want a stall naming the object, well before the test's deadline", err, time.Since(start))
+			}
 		})
 	}
 }

@@ -70,10 +70,12 @@ func WithMaxBackoff(d time.Duration) Option {
 	}
 }
 
-// WithStallTimeout sets how long a read waits for a response's headers (S3: the SDK's retryer then
-// tries the request again) or for the next bytes of its body (any store: the read then fetches on
-// from where it stopped, as after a cut connection) before it gives the connection up, so a hung
-// server or a dead path costs a retry, not a hung load. Default 60s; values below 1 mean the default.
+// WithStallTimeout sets how long a request waits for a response's headers or for the next bytes of
+// its body before it gives the connection up, so a hung server or a dead path costs a retry, not a
+// hung load. A read is then tried again (S3: by the SDK's retryer; GCS and Azure: by the Reader and
+// the Stream), and a body fetched on from where it stopped, as after a cut connection; a stat, list
+// or delete is tried again; a write, which may have landed, fails once it has taken the timeout
+// plus a second per MiB. Default 60s; values below 1 mean the default.
 func WithStallTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d > 0 {
@@ -547,7 +549,15 @@ func (s *Store) write(ctx context.Context, loc Location, data []byte, opts *blob
 	// Upload without ContentMD5, not WriteAll: gocloud's azureblob writer panics closing its pipe
 	// after a failed (conditional) write fed through Write; the driver's Upload takes the bytes in
 	// one call (and gocloud uses it only when it is not checking an MD5 itself).
-	if err := b.Upload(s.sdkCtx(ctx, loc.Scheme, false), loc.Key, bytes.NewReader(data), opts); err != nil {
+	// A write whose connection stalls would wait forever on GCS and Azure (their own transports),
+	// and on S3 while sending the body: give it the stall timeout plus a second per MiB to send.
+	limit := s.opts.stall + time.Duration(len(data)>>20)*time.Second
+	wctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	if err := b.Upload(s.sdkCtx(wctx, loc.Scheme, false), loc.Key, bytes.NewReader(data), opts); err != nil {
+		if wctx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("%w: the write of %d bytes took longer than %s", errStalled, len(data), limit)
+		}
 		return "", s.classify(ctx, b, loc, "write", err)
 	}
 	o, err := s.Stat(ctx, loc)
