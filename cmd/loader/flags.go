@@ -146,7 +146,7 @@ func (f *inputFlags) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.binaryAsString, "binary-as-string", false, "load binary columns into STRING columns, checking each value is UTF-8 (old Impala/Hive Parquet)")
 
 	fl.IntVar(&f.objectAttempts, "object-attempts", objstore.DefaultMaxAttempts, "object stores: how many times a request that fails transiently (5xx, throttling, a reset) is tried, and how many times in a row a download that broke off is fetched on from where it stopped (any store)")
-	fl.DurationVar(&f.objectStall, "object-stall-timeout", objstore.DefaultStallTimeout, "object stores: how long a download may wait for its response or its next bytes before its connection is given up and the download is tried again")
+	fl.DurationVar(&f.objectStall, "object-stall-timeout", objstore.DefaultStallTimeout, "object stores: how long a request may wait for its response or its next bytes before its connection is given up: reads, stats and listings are then tried again, a write (plus a second per MiB) fails")
 }
 
 // objectOptions are the object-store settings of the flags.
