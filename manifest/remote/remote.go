@@ -32,6 +32,7 @@
 package remote
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -192,10 +193,34 @@ func (r *replica) put(kind byte, data []byte) (string, error) {
 	key := r.prefix.Key + objName(r.seq)
 	body := make([]byte, 0, 1+len(data))
 	body = append(append(body, kind), data...)
-	if _, err := r.st.Create(context.Background(), r.prefix.Child(key), body); err != nil {
+	loc := r.prefix.Child(key)
+	if _, err := r.st.Create(context.Background(), loc, body); err != nil && !r.landed(loc, body, err) {
 		return "", r.writeErr(err)
 	}
 	return key, nil
+}
+
+// landed reports whether a create of body at loc that failed with err stored body all the same:
+// the SDK sent it again after it had landed, and the condition failed the retry; or the answer
+// was lost (a 5xx, a cut or stalled connection) after the object was written. The object holding
+// exactly our bytes is ours: a writer that took the lock over writes its own.
+func (r *replica) landed(loc objstore.Location, body []byte, err error) bool {
+	var oe *objstore.Error
+	if !errors.As(err, &oe) || oe.Kind != nil && !errors.Is(err, objstore.ErrPrecondition) {
+		return false // not the store's answer, or one that says the write did not happen
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	o, serr := r.st.Stat(ctx, loc)
+	if serr != nil || o.Size != int64(len(body)) {
+		return false
+	}
+	got, rerr := readAll(ctx, r.st, o)
+	if rerr != nil || !bytes.Equal(got, body) {
+		return false
+	}
+	r.o.Logger.Warn("a manifest write failed but its object holds our bytes: it landed", "url", loc.String(), "error", err)
+	return true
 }
 
 // Append writes the bytes as the next segment.

@@ -3,7 +3,14 @@ package remote
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,5 +196,106 @@ func TestOpenCancelled(t *testing.T) {
 	cancel()
 	if _, err := Open(ctx, st, loc, "t.jsonl", fast()); err == nil {
 		t.Fatal("Open with a cancelled context succeeded")
+	}
+}
+
+// loseAnswers forwards requests to the store, but answers a segment's first PUT with 500 after
+// forwarding it (the object is written, the loader does not know), and the next `more` PUTs of it
+// with 500 without forwarding them.
+type loseAnswers struct {
+	proxy *httputil.ReverseProxy
+	armed atomic.Bool
+	more  int
+	mu    sync.Mutex
+	seen  map[string]int
+}
+
+func (h *loseAnswers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	base := path.Base(r.URL.Path)
+	if r.Method != http.MethodPut || !h.armed.Load() || strings.Trim(base, "0123456789") != "" {
+		h.proxy.ServeHTTP(w, r)
+		return
+	}
+	h.mu.Lock()
+	n := h.seen[base]
+	h.seen[base]++
+	h.mu.Unlock()
+	switch {
+	case n == 0:
+		rec := httptest.NewRecorder()
+		h.proxy.ServeHTTP(rec, r)
+		if rec.Code != http.StatusOK {
+			w.WriteHeader(rec.Code) // the store refused it: pass that on
+			return
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+	case n <= h.more:
+		w.WriteHeader(http.StatusInternalServerError)
+	default:
+		h.proxy.ServeHTTP(w, r)
+	}
+}
+
+// A segment whose PUT landed but whose answer was lost is the loader's own, not another loader's:
+// whether the SDK's retry then meets the If-None-Match (412) or every retry fails too (500), Sync
+// succeeds once the object holds exactly its bytes, and the next Open finds the records.
+func TestLostAnswerOfALandedWrite(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		more int
+	}{{"the retry meets the condition", 0}, {"every retry fails", 10}} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, _, loc := newStore(t)
+			target, err := url.Parse(srv.Endpoint)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := &loseAnswers{more: c.more, seen: map[string]int{}, proxy: &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+				r.SetURL(target)
+				r.Out.Host = r.In.Host // signed for the proxy's host
+			}}}
+			hs := httptest.NewServer(h)
+			defer hs.Close()
+			t.Setenv("AWS_ENDPOINT_URL_S3", hs.URL)
+			st := objstore.New(objstore.WithMaxBackoff(time.Millisecond))
+			defer st.Close()
+			ctx := context.Background()
+			m, err := Open(ctx, st, loc, "t.jsonl", fast())
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.armed.Store(true)
+			r := manifest.Range{From: 0, To: 50}
+			if err := m.Intent(file, 0, r); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Sync(); err != nil {
+				t.Fatalf("Sync whose segment landed with its answer lost: %v", err)
+			}
+			if err := m.Ack(file, 0, r); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			h.armed.Store(false)
+			if err := m.Close(); err != nil {
+				t.Fatal(err)
+			}
+			h.mu.Lock()
+			lost := len(h.seen)
+			h.mu.Unlock()
+			if lost < 2 {
+				t.Errorf("%d segments had their answers lost; want both Syncs'", lost)
+			}
+			m, err = Open(ctx, st, loc, "t.jsonl", fast())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			if got := m.Acked(file, 0); len(got) != 1 || got[0] != r {
+				t.Errorf("acked after reopen = %v; want %v", got, r)
+			}
+		})
 	}
 }
