@@ -180,7 +180,8 @@ func (s *Store) sdkCtx(ctx context.Context, scheme string, metadata bool) contex
 	return policy.WithRetryOptions(ctx, o)
 }
 
-// errStalled is a read that waited longer than the stall timeout for its next bytes.
+// errStalled is a request that waited longer than the stall timeout for its response or its next
+// bytes (a write: longer than its limit in all).
 var errStalled = errors.New("the response stalled")
 
 // watchdog gives a GET up (cancels its context) when a read of its body waits longer than the stall
