@@ -199,20 +199,23 @@ func TestOpenCancelled(t *testing.T) {
 	}
 }
 
-// loseAnswers forwards requests to the store, but answers a segment's first PUT with 500 after
-// forwarding it (the object is written, the loader does not know), and the next `more` PUTs of it
-// with 500 without forwarding them.
+// loseAnswers forwards requests to the store, but answers the first PUT of each object whose name
+// match accepts with 500 after forwarding it (the object is written, the loader does not know),
+// and the next `more` PUTs of it with 500 without forwarding them.
 type loseAnswers struct {
 	proxy *httputil.ReverseProxy
+	match func(name string) bool
 	armed atomic.Bool
 	more  int
 	mu    sync.Mutex
 	seen  map[string]int
 }
 
+func isSegment(name string) bool { return strings.Trim(name, "0123456789") == "" }
+
 func (h *loseAnswers) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	base := path.Base(r.URL.Path)
-	if r.Method != http.MethodPut || !h.armed.Load() || strings.Trim(base, "0123456789") != "" {
+	if r.Method != http.MethodPut || !h.armed.Load() || !h.match(base) {
 		h.proxy.ServeHTTP(w, r)
 		return
 	}
@@ -250,10 +253,7 @@ func TestLostAnswerOfALandedWrite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := &loseAnswers{more: c.more, seen: map[string]int{}, proxy: &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
-				r.SetURL(target)
-				r.Out.Host = r.In.Host // signed for the proxy's host
-			}}}
+			h := &loseAnswers{match: isSegment, more: c.more, seen: map[string]int{}, proxy: proxyTo(target)}
 			hs := httptest.NewServer(h)
 			defer hs.Close()
 			t.Setenv("AWS_ENDPOINT_URL_S3", hs.URL)
@@ -297,5 +297,55 @@ func TestLostAnswerOfALandedWrite(t *testing.T) {
 				t.Errorf("acked after reopen = %v; want %v", got, r)
 			}
 		})
+	}
+}
+
+func proxyTo(target *url.URL) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		r.Out.Host = r.In.Host // signed for the proxy's host
+	}}
+}
+
+// A lock whose create landed but whose answer was lost (the SDK's retry then meets the lock,
+// If-None-Match) is the loader's own: Open takes it at once, rather than waiting StaleAfter to see
+// whether "another" loader is alive.
+func TestLostAnswerOfTheLock(t *testing.T) {
+	srv, _, loc := newStore(t)
+	target, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &loseAnswers{match: func(name string) bool { return name == lockName }, seen: map[string]int{}, proxy: proxyTo(target)}
+	h.armed.Store(true)
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	t.Setenv("AWS_ENDPOINT_URL_S3", hs.URL)
+	st := objstore.New(objstore.WithMaxBackoff(time.Millisecond))
+	defer st.Close()
+	o := fast()
+	o.StaleAfter = time.Minute // a wait for "another" holder would outlast the test's check
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	m, err := Open(ctx, st, loc, "t.jsonl", o)
+	if err != nil {
+		t.Fatalf("Open whose lock create landed with its answer lost: %v", err)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("Open took %s: it waited on its own lock", d)
+	}
+	h.armed.Store(false)
+	h.mu.Lock()
+	puts := h.seen[lockName]
+	h.mu.Unlock()
+	if puts < 1 {
+		t.Errorf("no PUT of the lock went through the proxy; want its create's answer lost")
+	}
+	if err := m.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
