@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 	"gocloud.dev/gcerrors"
 )
@@ -98,6 +100,16 @@ func classify(loc Location, op string, err error) error {
 		return err
 	}
 	e := &Error{URL: loc.String(), Op: op, Err: err}
+	var hre *awshttp.ResponseError
+	if errors.As(err, &hre) && hre.HTTPStatusCode() == http.StatusMovedPermanently && hre.Response != nil {
+		// S3 answers a request sent to another region than its bucket's with 301 (PermanentRedirect)
+		// and names the bucket's region in a header
+		if region := hre.Response.Header.Get("X-Amz-Bucket-Region"); region != "" {
+			e.Code = "PermanentRedirect"
+			e.Err = fmt.Errorf("the bucket is in region %s, not the one the request went to: set AWS_REGION=%s, or put region=%s in the URL's query", region, region, region)
+			return e
+		}
+	}
 	var ae smithy.APIError
 	var re *azcore.ResponseError
 	switch {

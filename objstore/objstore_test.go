@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -737,5 +738,50 @@ func TestNoCredentials(t *testing.T) {
 	_, err = anon.Stat(context.Background(), mustParse(t, "s3://data/there?anonymous=true"))
 	if !errors.Is(err, objstore.ErrAccessDenied) {
 		t.Errorf("Stat anonymously = %v; want ErrAccessDenied (an unsigned request to a private bucket)", err)
+	}
+}
+
+// Without a region (no AWS_REGION, no profile, no ?region=) an S3 URL fails at once saying how to
+// give one, not with the SDK's "Invalid region: region was not a valid DNS name".
+func TestS3WithoutARegion(t *testing.T) {
+	for _, k := range []string{"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+	st := objstore.New()
+	defer st.Close()
+	_, err := st.Stat(context.Background(), mustParse(t, "s3://lake/x.parquet"))
+	if err == nil || !strings.Contains(err.Error(), "s3://lake") || !strings.Contains(err.Error(), "AWS_REGION") || !strings.Contains(err.Error(), "region=REGION in the URL") {
+		t.Errorf("stat without a region: %v; want an error naming the bucket and how to set a region", err)
+	}
+	if _, err := st.Stat(context.Background(), mustParse(t, "s3://lake/x.parquet?region=eu-west-3&endpoint=http://127.0.0.1:1")); err != nil && strings.Contains(err.Error(), "no AWS region") {
+		t.Errorf("stat with ?region=: %v; want no complaint about the region", err)
+	}
+}
+
+// A bucket in another region than the requests go to (S3's 301 PermanentRedirect, with the
+// bucket's region in a header) fails naming the region to set.
+func TestS3WrongRegion(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Amz-Bucket-Region", "eu-west-3")
+		w.Header().Set("Content-Type", "application/xml")
+		w.WriteHeader(http.StatusMovedPermanently)
+		if r.Method != http.MethodHead {
+			_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>PermanentRedirect</Code><Message>The bucket you are attempting to access must be addressed using the specified endpoint.</Message><Endpoint>lake.s3.eu-west-3.amazonaws.com</Endpoint><Bucket>lake</Bucket></Error>`)
+		}
+	}))
+	defer hs.Close()
+	s3test.EnvFor(t, hs.URL, s3test.AccessKey, s3test.SecretKey)
+	st := objstore.New(objstore.WithMaxBackoff(time.Millisecond))
+	defer st.Close()
+	ctx := context.Background()
+	_, serr := st.Stat(ctx, mustParse(t, "s3://lake/x.parquet"))
+	werr := st.Walk(ctx, mustParse(t, "s3://lake/events/"), nil, func(objstore.Object) error { return nil })
+	for _, err := range []error{serr, werr} {
+		if err == nil || !strings.Contains(err.Error(), "s3://lake") || !strings.Contains(err.Error(), "AWS_REGION=eu-west-3") {
+			t.Errorf("a bucket in another region: %v; want an error naming the bucket and its region", err)
+		}
 	}
 }

@@ -406,6 +406,10 @@ func (s *Store) openS3(ctx context.Context, loc Location) (*blob.Bucket, error) 
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Region == "" {
+		// the SDK would fail every request with "Invalid region: region was not a valid DNS name"
+		return nil, errors.New("no AWS region: set AWS_REGION (or region in the AWS profile), or put region=REGION in the URL's query")
+	}
 	cfg.HTTPClient = &http.Client{Transport: s.transport}
 	cfg.Retryer = func() aws.Retryer {
 		return retry.NewStandard(func(o *retry.StandardOptions) {
