@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,10 +22,11 @@ import (
 	"github.com/googleapis/gax-go/v2"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/azureblob" // registers azblob:// on blob.DefaultURLMux
-	_ "gocloud.dev/blob/gcsblob"   // registers gs:// on blob.DefaultURLMux
+	"gocloud.dev/blob/gcsblob"     // registers gs:// on blob.DefaultURLMux
 	"gocloud.dev/blob/s3blob"
 
 	gcaws "gocloud.dev/aws"
+	"gocloud.dev/gcp"
 
 	"github.com/loaderproject/loader/internal/bufpool"
 )
@@ -345,7 +347,7 @@ func (s *Store) open(ctx context.Context, loc Location) (*blob.Bucket, error) {
 	case SchemeS3:
 		return s.openS3(ctx, loc)
 	case SchemeGCS:
-		b, err := blob.OpenBucket(ctx, bucketURL(loc).String()) // gcsblob's default opener: credentials or STORAGE_EMULATOR_HOST
+		b, err := openGCS(ctx, loc)
 		if err != nil {
 			return nil, err
 		}
@@ -358,9 +360,34 @@ func (s *Store) open(ctx context.Context, loc Location) (*blob.Bucket, error) {
 		}
 		return b, nil
 	case SchemeAzure:
-		return blob.OpenBucket(ctx, bucketURL(loc).String())
+		b, err := blob.OpenBucket(ctx, bucketURL(loc).String())
+		if err != nil && strings.Contains(err.Error(), "AccountName is required") {
+			err = fmt.Errorf("no Azure storage account: set AZURE_STORAGE_ACCOUNT (with AZURE_STORAGE_KEY, AZURE_STORAGE_SAS_TOKEN or the default Azure credential chain), or put storage_account=NAME in the URL's query (%w)", err)
+		}
+		return b, err
 	}
 	return nil, fmt.Errorf("unknown scheme %q", loc.Scheme)
+}
+
+// openGCS opens a GCS bucket with gcsblob's default opener (credentials, or STORAGE_EMULATOR_HOST).
+// When that opener finds no credentials it prints a warning on stdout (into --json output) and
+// goes on with empty ones, and every request then fails talking of a private key: look for them
+// first, and say what is missing. An unauthenticated URL (anonymous=true, access_id=-) gets an
+// unauthenticated client without the opener looking.
+func openGCS(ctx context.Context, loc Location) (*blob.Bucket, error) {
+	u := bucketURL(loc)
+	q := u.Query()
+	anon, _ := strconv.ParseBool(q.Get("anonymous"))
+	switch {
+	case os.Getenv("STORAGE_EMULATOR_HOST") != "" || os.Getenv("STORAGE_EMULATOR_HOST_GRPC") != "":
+	case anon || q.Get("access_id") == "-":
+		return (&gcsblob.URLOpener{Client: gcp.NewAnonymousHTTPClient(gcp.DefaultTransport())}).OpenBucketURL(ctx, u)
+	default:
+		if _, err := gcp.DefaultCredentials(ctx); err != nil {
+			return nil, fmt.Errorf("no usable Google credentials: set GOOGLE_APPLICATION_CREDENTIALS, run `gcloud auth application-default login`, or run on Google Cloud (the metadata server); a public bucket takes anonymous=true in the URL's query (%w)", err)
+		}
+	}
+	return blob.OpenBucket(ctx, u.String())
 }
 
 // openS3 builds the S3 client itself (rather than through s3blob's URL opener) to apply the

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/compute/metadata"
+
 	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/internal/s3test"
 	"github.com/loaderproject/loader/load"
@@ -290,6 +292,35 @@ func TestObjectAttemptsFlag(t *testing.T) {
 		}
 		if got := requests.Load(); got != int64(n) {
 			t.Errorf("--object-attempts %d: the endpoint saw %d requests; want %d", n, got, n)
+		}
+	}
+}
+
+// Without credentials for GCS or an account for Azure, a load says what to set. (gcsblob's own
+// opener printed a warning on stdout, into --json output, and then failed every request talking of
+// a private key.)
+func TestCloudCredentialsMissing(t *testing.T) {
+	if metadata.OnGCE() {
+		t.Skip("on Google Cloud the metadata server gives credentials")
+	}
+	for _, k := range []string{"STORAGE_EMULATOR_HOST", "STORAGE_EMULATOR_HOST_GRPC", "GOOGLE_APPLICATION_CREDENTIALS",
+		"AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_CONNECTION_STRING", "AZURE_STORAGE_KEY", "AZURE_STORAGE_SAS_TOKEN"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("CLOUDSDK_CONFIG", t.TempDir())
+	wh := t.TempDir()
+	mustLoader(t, "table", "create", tableName, "--warehouse", wh, "--columns", fixture.TableColumns)
+	for _, c := range []struct{ src, want string }{
+		{"gs://lake/events/", "GOOGLE_APPLICATION_CREDENTIALS"},
+		{"azblob://lake/events/", "AZURE_STORAGE_ACCOUNT"},
+	} {
+		r := loader(t, "load", "--table", tableName, "--warehouse", wh, "--json", c.src)
+		if r.code != 1 || !strings.Contains(r.stderr, c.want) || !strings.Contains(r.stderr, strings.TrimSuffix(c.src, "/events/")) {
+			t.Errorf("load %s without credentials: exit %d, stderr %q; want 1 naming the bucket and %s", c.src, r.code, r.stderr, c.want)
+		}
+		if strings.Contains(r.stdout, "Warning") {
+			t.Errorf("load --json %s printed a warning on stdout: %q", c.src, r.stdout)
 		}
 	}
 }
