@@ -289,7 +289,7 @@ func TestEmulatorStalledHeaders(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p, u := c.start(t)
-			st := objstore.New(objstore.WithMaxBackoff(time.Millisecond), objstore.WithStallTimeout(300*time.Millisecond))
+			st := objstore.New(objstore.WithMaxBackoff(time.Millisecond), objstore.WithStallTimeout(500*time.Millisecond))
 			defer func() { _ = st.Close() }()
 			// without the stall timeout the reads below would wait forever: fail them instead
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -391,7 +391,7 @@ func TestEmulatorAzureRetriesAsConfigured(t *testing.T) {
 	fail.Store(0)
 
 	p := newProxy(t, srv.Host)
-	st2 := objstore.New(objstore.WithMaxBackoff(time.Millisecond), objstore.WithStallTimeout(300*time.Millisecond))
+	st2 := objstore.New(objstore.WithMaxBackoff(time.Millisecond), objstore.WithStallTimeout(500*time.Millisecond))
 	defer func() { _ = st2.Close() }()
 	p.StallBackAfter(1)
 	if o, err := st2.Stat(ctx, mustParse(t, "azblob://data/k?domain="+p.Addr())); err != nil || o.Size != 5 || p.Stalls() != 1 {

@@ -350,7 +350,7 @@ func TestBodyCutIsFetchedOn(t *testing.T) {
 // by the SDK. A reader that holds off reading a stream longer than the timeout trips nothing.
 func TestStalledResponses(t *testing.T) {
 	srv, p, st := cutStore(t, objstore.WithRangeBytes(8<<20), objstore.WithParallelism(1),
-		objstore.WithMaxBackoff(time.Millisecond), objstore.WithStallTimeout(200*time.Millisecond))
+		objstore.WithMaxBackoff(time.Millisecond), objstore.WithStallTimeout(500*time.Millisecond))
 	data := pattern(2 << 20)
 	r := openObj(t, srv, st, "k", data)
 	// without the stall timeout, the reads below would wait forever: fail them instead
@@ -407,7 +407,7 @@ func TestStalledResponses(t *testing.T) {
 	if _, err := io.ReadFull(rd, head); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(600 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // three stall timeouts
 	rest, err := io.ReadAll(rd)
 	if err != nil || !bytes.Equal(append(head, rest...), data) || st.Retries() != 2 {
 		t.Errorf("stream read slowly: %v, equal %v, %d GETs fetched on; want the object and no fetch on", err, bytes.Equal(append(head, rest...), data), st.Retries())
