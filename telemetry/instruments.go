@@ -10,6 +10,7 @@ import (
 
 	"github.com/loaderproject/loader/flightclient"
 	"github.com/loaderproject/loader/load"
+	"github.com/loaderproject/loader/objstore"
 	"github.com/loaderproject/loader/sink"
 	"github.com/loaderproject/loader/tableschema"
 )
@@ -93,6 +94,33 @@ func (p *Provider) ObserveLoad(pr *load.Progress, l LoadLabels) (flightclient.Ev
 		Retry:      func(int, error) { retries.Add(ctx, 1, attrs) },
 		AckLatency: func(d time.Duration) { latency.Record(ctx, d.Seconds(), attrs) },
 	}, nil
+}
+
+// ObserveObjects instruments the object store a load reads through (object-store sources, a
+// manifest in a bucket): loader_object_requests_total (GETs, HEADs, list pages and PUTs sent, the
+// SDKs' own retries not counted), loader_object_bytes_total (object bytes read) and
+// loader_object_retries_total (GETs sent again after a response broke off or stalled), read from
+// st when collected.
+func (p *Provider) ObserveObjects(st *objstore.Store, l LoadLabels) error {
+	attrs := metric.WithAttributeSet(attribute.NewSet(
+		attribute.String("table", l.Table), attribute.String("target", l.Target), attribute.String("shard", l.Shard)))
+	for _, c := range []struct {
+		name, desc string
+		read       func() int64
+	}{
+		{"loader_object_requests", "Requests sent to object stores (GETs, HEADs, list pages, PUTs; the SDKs' own retries not counted).", func() int64 { r, _ := st.Stats(); return r }},
+		{"loader_object_bytes", "Object bytes read from object stores.", func() int64 { _, b := st.Stats(); return b }},
+		{"loader_object_retries", "GETs sent again after a response broke off or stalled.", st.Retries},
+	} {
+		if _, err := p.meter.Int64ObservableCounter(c.name, metric.WithDescription(c.desc),
+			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+				o.Observe(c.read(), attrs)
+				return nil
+			})); err != nil {
+			return fmt.Errorf("telemetry: %w", err)
+		}
+	}
+	return nil
 }
 
 // ObserveSink returns the sink.Events that feed the embedded sink's instruments:

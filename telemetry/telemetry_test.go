@@ -1,6 +1,7 @@
 package telemetry_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -15,7 +16,9 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/loaderproject/loader/internal/s3test"
 	"github.com/loaderproject/loader/load"
+	"github.com/loaderproject/loader/objstore"
 	"github.com/loaderproject/loader/tableschema"
 	"github.com/loaderproject/loader/telemetry"
 )
@@ -203,5 +206,56 @@ func TestOTLPPushAtShutdown(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("the OTLP export has no loader_rows_acked = 4242: %v", req)
+	}
+}
+
+// The object-store series equal the Store's own counts when scraped.
+func TestObjectMetrics(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.Env(t, s3test.AccessKey, s3test.SecretKey)
+	srv.CreateBucket(t, "data")
+	srv.Put(t, "data", "k", bytes.Repeat([]byte("x"), 5000))
+	st := objstore.New()
+	defer st.Close()
+	p, err := telemetry.Start(t.Context(), telemetry.Options{Addr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := p.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	labels := map[string]string{"table": "main.default.t", "target": "embedded", "shard": "none"}
+	if err := p.ObserveObjects(st, telemetry.LoadLabels{Table: "main.default.t", Target: "embedded", Shard: "none"}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	loc, err := objstore.Parse("s3://data/k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := st.Stat(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Open(ctx, obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ReadAt(make([]byte, 1000), 100); err != nil {
+		t.Fatal(err)
+	}
+	requests, read := st.Stats()
+	if requests < 2 || read != 1000 {
+		t.Fatalf("store counted %d requests, %d bytes; want at least 2 and 1000", requests, read)
+	}
+	fams := scrape(t, p.Addr())
+	for name, want := range map[string]int64{
+		"loader_object_requests_total": requests, "loader_object_bytes_total": read, "loader_object_retries_total": 0,
+	} {
+		if got := one(t, fams, name, labels).GetCounter().GetValue(); got != float64(want) {
+			t.Errorf("%s = %v; want %v", name, got, want)
+		}
 	}
 }

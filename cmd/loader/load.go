@@ -207,6 +207,11 @@ func (a *app) load(ctx context.Context, f loadFlags, sources []string) error {
 		if err != nil {
 			return err
 		}
+		if cfg.Objects != nil {
+			if err := mp.ObserveObjects(cfg.Objects, metricLabels(&cfg)); err != nil {
+				return err
+			}
+		}
 		cfg.StreamOptions = append(cfg.StreamOptions, flightclient.WithEvents(ev))
 	}
 	f.metrics.announce(a, mp)
