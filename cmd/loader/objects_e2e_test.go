@@ -253,6 +253,22 @@ func TestShardsAndBenchFromS3(t *testing.T) {
 		t.Errorf("status --shards: %d of %d shards done, %d rows; want 2 done, 3000 rows", rep.Done, rep.Count, rep.Rows)
 	}
 
+	// the object-store series on /metrics count what the summary counts
+	w := start(t, nil, "load", "--table", tableName, "--warehouse", wh, "--manifest-dir", manifests, "--force", "--json", "--quiet",
+		"--metrics-addr", "127.0.0.1:0", "--metrics-linger", "10m", "s3://lake/sh/")
+	line := w.await(t, "the linger", func(l string) bool { return strings.HasPrefix(l, "serving metrics on http://") })
+	metricsAddr, _, _ := strings.Cut(strings.TrimPrefix(line, "serving metrics on http://"), "/metrics")
+	sum := parseSummary(t, w.stdout(t))
+	fams := scrape(t, metricsAddr)
+	mlabels := map[string]string{"table": tableName, "target": "embedded", "shard": "none"}
+	for name, want := range map[string]int64{"loader_object_requests_total": sum.ObjectRequests, "loader_object_bytes_total": sum.ObjectBytes} {
+		if got, ok := value(fams, name, mlabels); !ok || int64(got) != want || want <= 0 {
+			t.Errorf("%s = %v (found %v); want %d as in the summary", name, got, ok, want)
+		}
+	}
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	w.wait(t)
+
 	res := filepath.Join(t.TempDir(), "results")
 	r := mustLoader(t, "bench", "s3://lake/sh/", "--streams", "1", "--repeat", "1", "--out", res, "--quiet")
 	o := readBenchOutput(t, res)
