@@ -271,6 +271,10 @@ func (a *app) printSummary(s *load.Summary, asJSON bool) error {
 	if s.Shard != nil {
 		fmt.Fprintln(a.stdout, describeShard(s.Shard))
 	}
+	if s.ObjectRequests > 0 {
+		fmt.Fprintf(a.stdout, "object storage: %s requests, %.1f MB read, %s sent again after a response broke off or stalled\n",
+			humanize.Comma(s.ObjectRequests), float64(s.ObjectBytes)/1e6, plural(int(s.ObjectRetries), "GET"))
+	}
 	if s.RowsQuarantined > 0 || s.RowsRefused > 0 || len(s.FailedFiles) > 0 {
 		fmt.Fprintf(a.stdout, "rows read %s: %s loaded, %s quarantined, %s refused; %d files failed\n",
 			humanize.Comma(s.RowsRead), humanize.Comma(s.Rows), humanize.Comma(s.RowsQuarantined), humanize.Comma(s.RowsRefused), len(s.FailedFiles))

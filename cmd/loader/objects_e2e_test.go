@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -126,6 +127,9 @@ func TestLoadFromS3Failures(t *testing.T) {
 	r := loader(t, "load", "--table", tableName, "--warehouse", wh, "--on-error", "skip-file", "s3://lake/mixed/")
 	if r.code != 3 || !strings.Contains(r.stderr, "s3://lake/mixed/b.parquet") {
 		t.Errorf("a truncated object under skip-file: exit %d, stderr %q; want 3 naming s3://lake/mixed/b.parquet", r.code, r.stderr)
+	}
+	if !regexp.MustCompile(`object storage: \d+ requests, [0-9.]+ MB read, 0 GETs sent again`).MatchString(r.stdout) {
+		t.Errorf("the summary does not count the object-store requests:\n%s", r.stdout)
 	}
 	if n := lastLineInt(t, mustLoader(t, "table", "count", tableName, "--warehouse", wh).stdout); n != 500 {
 		t.Errorf("count = %d; want the good object's 500 rows", n)
