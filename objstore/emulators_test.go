@@ -17,6 +17,7 @@ import (
 
 	"github.com/loaderproject/loader/internal/azuritetest"
 	"github.com/loaderproject/loader/internal/gcstest"
+	"github.com/loaderproject/loader/internal/proctest"
 	"github.com/loaderproject/loader/internal/tcpproxy"
 	"github.com/loaderproject/loader/objstore"
 )
@@ -196,18 +197,19 @@ func TestAzureEmulator(t *testing.T) {
 	}
 }
 
-// A body cut in the middle of a download from GCS or Azure is fetched on too (through a proxy in
-// front of each emulator): a Prefetch and a Stream return the whole object.
-func TestEmulatorBodyCut(t *testing.T) {
-	data := pattern(2 << 20)
-	cases := []struct {
-		name string
-		// start starts the emulator behind a proxy and returns the proxy and the object's URL
-		start func(t *testing.T) (*tcpproxy.Proxy, string)
-	}{
+// emulator starts an emulator holding data as object "k" of bucket "data" behind a proxy, and
+// returns the proxy and the object's URL through it.
+type emulator struct {
+	name  string
+	start func(t *testing.T) (*tcpproxy.Proxy, string)
+}
+
+// proxiedEmulators are fake-gcs-server and Azurite, each behind a proxy, holding data.
+func proxiedEmulators(data []byte) []emulator {
+	return []emulator{
 		{"gcs", func(t *testing.T) (*tcpproxy.Proxy, string) {
 			// fake-gcs-server routes by the host a client uses: start it knowing the proxy's
-			port := gcstest.FreePort(t)
+			port := proctest.FreePort(t)
 			p := newProxy(t, fmt.Sprintf("127.0.0.1:%d", port))
 			gcstest.StartOn(t, map[string][]byte{"k": data}, port, p.Addr())
 			return p, "gs://data/k"
@@ -223,7 +225,13 @@ func TestEmulatorBodyCut(t *testing.T) {
 			return p, "azblob://data/k?domain=" + p.Addr()
 		}},
 	}
-	for _, c := range cases {
+}
+
+// A body cut in the middle of a download from GCS or Azure is fetched on too (through a proxy in
+// front of each emulator): a Prefetch and a Stream return the whole object.
+func TestEmulatorBodyCut(t *testing.T) {
+	data := pattern(2 << 20)
+	for _, c := range proxiedEmulators(data) {
 		t.Run(c.name, func(t *testing.T) {
 			p, u := c.start(t)
 			st := objstore.New(objstore.WithRangeBytes(8<<20), objstore.WithMaxBackoff(time.Millisecond))
@@ -235,25 +243,9 @@ func TestEmulatorBodyCut(t *testing.T) {
 			}
 			r, _ := st.Open(ctx, obj)
 			p.CutBackAfter(300 << 10)
-			pf, err := r.Prefetch(ctx, []objstore.Range{{Off: 0, Len: int64(len(data))}}, 0)
-			if err != nil {
-				t.Fatalf("Prefetch with its body cut: %v", err)
-			}
-			got := make([]byte, len(data))
-			if _, err := pf.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
-				t.Errorf("prefetched bytes: %v, equal %v", err, bytes.Equal(got, data))
-			}
-			pf.Release()
+			prefetchWhole(t, ctx, r, data, "its body cut")
 			p.CutBackAfter(700 << 10)
-			rd, err := r.Stream(ctx, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			all, err := io.ReadAll(rd)
-			rd.Close()
-			if err != nil || !bytes.Equal(all, data) {
-				t.Errorf("stream with its body cut: %v, equal %v", err, bytes.Equal(all, data))
-			}
+			streamWhole(t, ctx, r, 0, data, "its body cut")
 			if p.Cuts() != 2 {
 				t.Errorf("%d cuts; want 2", p.Cuts())
 			}
@@ -267,26 +259,7 @@ func TestEmulatorBodyCut(t *testing.T) {
 // a Stream return the whole object.
 func TestEmulatorStalledHeaders(t *testing.T) {
 	data := pattern(1 << 20)
-	cases := []struct {
-		name  string
-		start func(t *testing.T) (*tcpproxy.Proxy, string)
-	}{
-		{"gcs", func(t *testing.T) (*tcpproxy.Proxy, string) {
-			port := gcstest.FreePort(t)
-			p := newProxy(t, fmt.Sprintf("127.0.0.1:%d", port))
-			gcstest.StartOn(t, map[string][]byte{"k": data}, port, p.Addr())
-			return p, "gs://data/k"
-		}},
-		{"azure", func(t *testing.T) (*tcpproxy.Proxy, string) {
-			srv := azuritetest.Start(t)
-			srv.Env(t)
-			srv.CreateContainer(t, "data")
-			srv.Put(t, "data", "k", data)
-			p := newProxy(t, srv.Host)
-			return p, "azblob://data/k?domain=" + p.Addr()
-		}},
-	}
-	for _, c := range cases {
+	for _, c := range proxiedEmulators(data) {
 		t.Run(c.name, func(t *testing.T) {
 			p, u := c.start(t)
 			st := objstore.New(objstore.WithMaxBackoff(time.Millisecond), objstore.WithStallTimeout(500*time.Millisecond))
@@ -300,28 +273,12 @@ func TestEmulatorStalledHeaders(t *testing.T) {
 			}
 			r, _ := st.Open(ctx, obj)
 			p.StallBackAfter(1)
-			pf, err := r.Prefetch(ctx, []objstore.Range{{Off: 0, Len: int64(len(data))}}, 0)
-			if err != nil {
-				t.Fatalf("Prefetch with its headers stalled: %v", err)
-			}
-			got := make([]byte, len(data))
-			if _, err := pf.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
-				t.Errorf("prefetched bytes: %v, equal %v", err, bytes.Equal(got, data))
-			}
-			pf.Release()
+			prefetchWhole(t, ctx, r, data, "its headers stalled")
 			if p.Stalls() != 1 || st.Retries() != 1 {
 				t.Errorf("%d stalls, %d GETs asked again; want 1 and 1", p.Stalls(), st.Retries())
 			}
 			p.StallBackAfter(1)
-			rd, err := r.Stream(ctx, 0)
-			if err != nil {
-				t.Fatalf("Stream with its headers stalled: %v", err)
-			}
-			all, err := io.ReadAll(rd)
-			rd.Close()
-			if err != nil || !bytes.Equal(all, data) {
-				t.Errorf("stream: %v, equal %v", err, bytes.Equal(all, data))
-			}
+			streamWhole(t, ctx, r, 0, data, "its headers stalled")
 			if p.Stalls() != 2 || st.Retries() != 2 {
 				t.Errorf("%d stalls, %d GETs asked again; want 2 and 2", p.Stalls(), st.Retries())
 			}

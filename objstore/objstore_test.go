@@ -306,6 +306,35 @@ func cutStore(t *testing.T, opts ...objstore.Option) (*s3test.Server, *tcpproxy.
 	return srv, p, st
 }
 
+// prefetchWhole prefetches all of r's object, which holds data, and checks the bytes (what names the
+// fault the read met, for the messages).
+func prefetchWhole(t *testing.T, ctx context.Context, r *objstore.Reader, data []byte, what string) {
+	t.Helper()
+	pf, err := r.Prefetch(ctx, []objstore.Range{{Off: 0, Len: int64(len(data))}}, 0)
+	if err != nil {
+		t.Fatalf("Prefetch with %s: %v", what, err)
+	}
+	defer pf.Release()
+	got := make([]byte, len(data))
+	if _, err := pf.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("prefetched bytes with %s: %v, equal %v", what, err, bytes.Equal(got, data))
+	}
+}
+
+// streamWhole streams r's object from off to its end, which should be want, and checks the bytes.
+func streamWhole(t *testing.T, ctx context.Context, r *objstore.Reader, off int64, want []byte, what string) {
+	t.Helper()
+	rd, err := r.Stream(ctx, off)
+	if err != nil {
+		t.Fatalf("Stream with %s: %v", what, err)
+	}
+	all, err := io.ReadAll(rd)
+	rd.Close()
+	if err != nil || !bytes.Equal(all, want) {
+		t.Errorf("stream with %s: %v, %d bytes, equal %v", what, err, len(all), bytes.Equal(all, want))
+	}
+}
+
 // A response whose body breaks off (the connection is cut in the middle of it) is fetched on from
 // where it stopped: a Prefetch and a Stream return the whole object, with one more GET each.
 func TestBodyCutIsFetchedOn(t *testing.T) {
@@ -316,30 +345,14 @@ func TestBodyCutIsFetchedOn(t *testing.T) {
 
 	req0, _ := st.Stats()
 	p.CutBackAfter(300 << 10)
-	pf, err := r.Prefetch(ctx, []objstore.Range{{Off: 0, Len: int64(len(data))}}, 0)
-	if err != nil {
-		t.Fatalf("Prefetch with its body cut: %v", err)
-	}
-	got := make([]byte, len(data))
-	if _, err := pf.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
-		t.Errorf("prefetched bytes: %v, equal %v", err, bytes.Equal(got, data))
-	}
-	pf.Release()
+	prefetchWhole(t, ctx, r, data, "its body cut")
 	req, _ := st.Stats()
 	if p.Cuts() != 1 || st.Retries() != 1 || req-req0 != 2 {
 		t.Errorf("%d cuts, %d retries, %d requests; want 1 cut, fetched on with 1 more GET (2 in all)", p.Cuts(), st.Retries(), req-req0)
 	}
 
 	p.CutBackAfter(700 << 10)
-	rd, err := r.Stream(ctx, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	all, err := io.ReadAll(rd)
-	rd.Close()
-	if err != nil || !bytes.Equal(all, data[1000:]) {
-		t.Errorf("stream with its body cut: %v, %d bytes, equal %v", err, len(all), bytes.Equal(all, data[1000:]))
-	}
+	streamWhole(t, ctx, r, 1000, data[1000:], "its body cut")
 	if p.Cuts() != 2 || st.Retries() != 2 {
 		t.Errorf("%d cuts, %d retries; want 2 and 2", p.Cuts(), st.Retries())
 	}
@@ -356,39 +369,22 @@ func TestStalledResponses(t *testing.T) {
 	// without the stall timeout, the reads below would wait forever: fail them instead
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	whole := []objstore.Range{{Off: 0, Len: int64(len(data))}}
-	got := make([]byte, len(data))
 
 	p.StallBackAfter(300 << 10)
-	pf, err := r.Prefetch(ctx, whole, 0)
-	if err != nil {
-		t.Fatalf("Prefetch with its body stalled: %v", err)
-	}
-	if _, err := pf.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
-		t.Errorf("prefetched bytes: %v, equal %v", err, bytes.Equal(got, data))
-	}
-	pf.Release()
+	prefetchWhole(t, ctx, r, data, "its body stalled")
 	if p.Stalls() != 1 || st.Retries() != 1 {
 		t.Errorf("%d stalls, %d GETs fetched on; want 1 and 1", p.Stalls(), st.Retries())
 	}
 
 	p.StallBackAfter(700 << 10)
-	rd, err := r.Stream(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	all, err := io.ReadAll(rd)
-	rd.Close()
-	if err != nil || !bytes.Equal(all, data) {
-		t.Errorf("stream with its body stalled: %v, equal %v", err, bytes.Equal(all, data))
-	}
+	streamWhole(t, ctx, r, 0, data, "its body stalled")
 	if p.Stalls() != 2 || st.Retries() != 2 {
 		t.Errorf("%d stalls, %d GETs fetched on; want 2 and 2", p.Stalls(), st.Retries())
 	}
 
 	// headers: the SDK's retry, not a fetch on
 	p.StallBackAfter(1)
-	pf, err = r.Prefetch(ctx, []objstore.Range{{Off: 0, Len: 1000}}, 0)
+	pf, err := r.Prefetch(ctx, []objstore.Range{{Off: 0, Len: 1000}}, 0)
 	if err != nil {
 		t.Fatalf("Prefetch with its headers stalled: %v", err)
 	}
@@ -398,7 +394,7 @@ func TestStalledResponses(t *testing.T) {
 	}
 
 	// a slow reader
-	rd, err = r.Stream(ctx, 0)
+	rd, err := r.Stream(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,24 +80,13 @@ func (r *Reader) getOnce(ctx context.Context, p []byte, off int64, suffix bool) 
 			start, length = off, n
 		}
 	}
-	r.s.requests.Add(1)
 	gctx, w := r.s.watch(ctx)
 	defer w.stop()
-	var rr *blob.Reader
-	err := w.open(r.obj.Loc.Scheme, func() (err error) {
-		rr, err = r.b.NewRangeReader(r.s.sdkCtx(gctx, r.obj.Loc.Scheme, false), r.obj.Loc.Key, start, length, opts)
-		return err
-	})
+	rr, err := r.openRange(ctx, gctx, w, start, length, opts, off, n)
 	if err != nil {
-		if errors.Is(err, errStalled) && ctx.Err() == nil {
-			return 0, &bodyError{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Err: err}
-		}
-		return 0, r.readErr(ctx, err, off, n)
+		return 0, err
 	}
 	defer func() { _ = rr.Close() }()
-	if v := readVersion(rr); v != "" && r.obj.ETag != "" && v != r.obj.ETag {
-		return 0, &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Kind: ErrChanged}
-	}
 	got, err := readBody(func(b []byte) (int, error) { return w.read(rr, b) }, p)
 	r.s.bytes.Add(got)
 	switch {
@@ -112,6 +101,35 @@ func (r *Reader) getOnce(ctx context.Context, p []byte, off int64, suffix bool) 
 		return got, &bodyError{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Got: got, Err: err}
 	}
 	return got, nil
+}
+
+// openRange sends the GET of [start, start+length) (length -1: to the end) with opts on gctx (w's
+// context, derived from ctx), and checks the version that answers; off and n name the range in
+// errors. A response that stalls before its headers is a *bodyError, to be fetched on.
+func (r *Reader) openRange(ctx, gctx context.Context, w *watchdog, start, length int64, opts *blob.ReaderOptions, off, n int64) (*blob.Reader, error) {
+	r.s.requests.Add(1)
+	var rr *blob.Reader
+	open := func() (err error) {
+		rr, err = r.b.NewRangeReader(r.s.sdkCtx(gctx, r.obj.Loc.Scheme, false), r.obj.Loc.Key, start, length, opts)
+		return err
+	}
+	var err error
+	if headersWatched(r.obj.Loc.Scheme) {
+		err = w.open(open)
+	} else {
+		err = open()
+	}
+	if err != nil {
+		if errors.Is(err, errStalled) && ctx.Err() == nil {
+			return nil, &bodyError{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Err: err}
+		}
+		return nil, r.readErr(ctx, err, off, n)
+	}
+	if v := readVersion(rr); v != "" && r.obj.ETag != "" && v != r.obj.ETag {
+		_ = rr.Close()
+		return nil, &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Kind: ErrChanged}
+	}
+	return rr, nil
 }
 
 // readBody fills p with read. Unlike io.ReadFull, it tells a body that ended cleanly (io.EOF: the

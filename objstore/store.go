@@ -195,6 +195,11 @@ type watchdog struct {
 	fired  atomic.Bool
 }
 
+// headersWatched reports whether a watchdog must watch for a GET's headers on stores of the scheme:
+// S3's transport has a ResponseHeaderTimeout, whose stalls the SDK's retryer sends again, while the
+// GCS and Azure clients bring their own transports and would wait for headers forever.
+func headersWatched(scheme string) bool { return scheme != SchemeS3 }
+
 // watch returns the context for one GET and its watchdog; stop releases both.
 func (s *Store) watch(ctx context.Context) (context.Context, *watchdog) {
 	ctx, cancel := context.WithCancel(ctx)
@@ -225,13 +230,8 @@ func (w *watchdog) read(rd io.Reader, p []byte) (int, error) {
 }
 
 // open runs open, an SDK call that returns once a response's headers arrived, failing with
-// errStalled when it waited longer than the stall timeout. Only GCS and Azure are watched so: the
-// S3 transport's ResponseHeaderTimeout gives stalled headers to the SDK's retryer, while the GCS
-// and Azure clients, which bring their own transports, would wait for them forever.
-func (w *watchdog) open(scheme string, open func() error) error {
-	if scheme == SchemeS3 {
-		return open()
-	}
+// errStalled when it waited longer than the stall timeout.
+func (w *watchdog) open(open func() error) error {
 	w.arm()
 	err := open()
 	w.timer.Stop()
@@ -292,7 +292,7 @@ func (s *Store) metadata(ctx context.Context, scheme string, call func(context.C
 	}
 	for fails := 1; ; fails++ {
 		gctx, w := s.watch(ctx)
-		err := w.open(scheme, func() error { return call(gctx) })
+		err := w.open(func() error { return call(gctx) })
 		w.stop()
 		if !errors.Is(err, errStalled) || ctx.Err() != nil || !s.backoff(ctx, err, fails) {
 			return err

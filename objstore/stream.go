@@ -39,13 +39,14 @@ func (r *Reader) Stream(ctx context.Context, off int64) (io.ReadCloser, error) {
 	return st, nil
 }
 
-// openWatched opens a GET of the object from off to its end (openFrom) under a new watchdog, and
-// opens it again while the response stalls before its headers (Store.retryBody, *fails the
-// failures in a row so far).
+// openWatched opens a GET of the object from off to its end, conditional on its ETag, under a new
+// watchdog, and opens it again while the response stalls before its headers (Store.retryBody,
+// *fails the failures in a row so far).
 func (r *Reader) openWatched(ctx context.Context, off int64, fails *int) (*blob.Reader, *watchdog, error) {
+	opts := &blob.ReaderOptions{BeforeRead: ifMatchRead(r.obj.ETag, 0)}
 	for {
 		gctx, w := r.s.watch(ctx)
-		rr, err := r.openFrom(ctx, gctx, w, off)
+		rr, err := r.openRange(ctx, gctx, w, off, -1, opts, off, r.obj.Size-off)
 		if err == nil {
 			return rr, w, nil
 		}
@@ -55,28 +56,6 @@ func (r *Reader) openWatched(ctx context.Context, off int64, fails *int) (*blob.
 			return nil, nil, err
 		}
 	}
-}
-
-// openFrom opens a GET of the object from off to its end, conditional on its ETag, on gctx (w's
-// context, derived from ctx). A response that stalls before its headers is a *bodyError.
-func (r *Reader) openFrom(ctx, gctx context.Context, w *watchdog, off int64) (*blob.Reader, error) {
-	r.s.requests.Add(1)
-	var rr *blob.Reader
-	err := w.open(r.obj.Loc.Scheme, func() (err error) {
-		rr, err = r.b.NewRangeReader(r.s.sdkCtx(gctx, r.obj.Loc.Scheme, false), r.obj.Loc.Key, off, -1, &blob.ReaderOptions{BeforeRead: ifMatchRead(r.obj.ETag, 0)})
-		return err
-	})
-	if err != nil {
-		if errors.Is(err, errStalled) && ctx.Err() == nil {
-			return nil, &bodyError{URL: r.obj.URL(), Op: "read " + fmtRange(off, r.obj.Size-off), Err: err}
-		}
-		return nil, r.readErr(ctx, err, off, r.obj.Size-off)
-	}
-	if v := readVersion(rr); v != "" && r.obj.ETag != "" && v != r.obj.ETag {
-		_ = rr.Close()
-		return nil, &Error{URL: r.obj.URL(), Op: "read " + fmtRange(off, r.obj.Size-off), Kind: ErrChanged}
-	}
-	return rr, nil
 }
 
 type eofReader struct{}

@@ -66,16 +66,23 @@ next:
 	return nil
 }
 
-func TestLoadAndSinkMetricsAreScraped(t *testing.T) {
+// startScraped starts a provider serving /metrics on a free loopback port, shut down when the test ends.
+func startScraped(t *testing.T) *telemetry.Provider {
+	t.Helper()
 	p, err := telemetry.Start(t.Context(), telemetry.Options{Addr: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		if err := p.Shutdown(context.Background()); err != nil {
 			t.Error(err)
 		}
-	}()
+	})
+	return p
+}
+
+func TestLoadAndSinkMetricsAreScraped(t *testing.T) {
+	p := startScraped(t)
 	pr := &load.Progress{}
 	labels := map[string]string{"table": "main.default.t", "target": "grpc://x", "shard": "shard-1-of-3"}
 	ev, err := p.ObserveLoad(pr, telemetry.LoadLabels{Table: "main.default.t", Target: "grpc://x", Shard: "shard-1-of-3"})
@@ -217,15 +224,7 @@ func TestObjectMetrics(t *testing.T) {
 	srv.Put(t, "data", "k", bytes.Repeat([]byte("x"), 5000))
 	st := objstore.New()
 	defer st.Close()
-	p, err := telemetry.Start(t.Context(), telemetry.Options{Addr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := p.Shutdown(context.Background()); err != nil {
-			t.Error(err)
-		}
-	}()
+	p := startScraped(t)
 	labels := map[string]string{"table": "main.default.t", "target": "embedded", "shard": "none"}
 	if err := p.ObserveObjects(st, telemetry.LoadLabels{Table: "main.default.t", Target: "embedded", Shard: "none"}); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ package gcstest
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,7 +31,7 @@ func Start(t *testing.T, objects map[string][]byte) {
 	bin := Binary(t)
 	data := t.TempDir()
 	writeObjects(t, data, objects)
-	port := FreePort(t)
+	port := proctest.FreePort(t)
 	start(t, bin, data, port, fmt.Sprintf("127.0.0.1:%d", port))
 }
 
@@ -45,17 +44,6 @@ func StartOn(t *testing.T, objects map[string][]byte, port int, public string) {
 	data := t.TempDir()
 	writeObjects(t, data, objects)
 	start(t, bin, data, port, public)
-}
-
-// FreePort returns a loopback port that was free a moment ago.
-func FreePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func start(t *testing.T, bin, data string, port int, public string) {

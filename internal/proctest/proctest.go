@@ -6,6 +6,7 @@ package proctest
 import (
 	"bufio"
 	"bytes"
+	"net"
 	"os/exec"
 	"testing"
 	"time"
@@ -61,4 +62,16 @@ func Start(t testing.TB, name string, cmd *exec.Cmd, ready func(line string) (st
 		t.Fatalf("%s was not ready within a minute", name)
 	}
 	return ""
+}
+
+// FreePort returns a loopback port that was free a moment ago, for a server that takes its port on
+// the command line.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
 }

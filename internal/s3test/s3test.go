@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -48,7 +47,7 @@ func Start(t testing.TB) *Server {
 	bin := Binary(t)
 	root := t.TempDir()
 	iam := t.TempDir()
-	port := freePort(t)
+	port := proctest.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.Command(bin, "--access", AccessKey, "--secret", SecretKey, "--port", addr, "--iam-dir", iam,
 		"posix", root)
@@ -58,16 +57,6 @@ func Start(t testing.TB) *Server {
 	s := &Server{Endpoint: "http://" + addr, Root: root, bin: bin}
 	s.client = s.Client(AccessKey, SecretKey)
 	return s
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // Client is an S3 client of the server with the given keys.

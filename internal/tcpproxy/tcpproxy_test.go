@@ -55,21 +55,29 @@ func roundTrip(t *testing.T, c net.Conn, r *bufio.Reader, msg string) error {
 	return nil
 }
 
-func TestForwardCutAndReconnect(t *testing.T) {
+// proxied starts a proxy in front of an echo server and returns it with a connection through it
+// that has made one round trip ("hello"). Both end with the test.
+func proxied(t *testing.T) (*tcpproxy.Proxy, net.Conn, *bufio.Reader) {
+	t.Helper()
 	p, err := tcpproxy.New(echo(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { _ = p.Close() })
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { _ = c.Close() })
 	r := bufio.NewReader(c)
 	if err := roundTrip(t, c, r, "hello"); err != nil {
 		t.Fatal(err)
 	}
+	return p, c, r
+}
+
+func TestForwardCutAndReconnect(t *testing.T) {
+	p, c, r := proxied(t)
 	if p.Forwarded() != 6 {
 		t.Errorf("forwarded %d bytes; want 6", p.Forwarded())
 	}
@@ -94,20 +102,7 @@ func TestForwardCutAndReconnect(t *testing.T) {
 }
 
 func TestCutBackAfter(t *testing.T) {
-	p, err := tcpproxy.New(echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
-	if err := roundTrip(t, c, r, "hello"); err != nil {
-		t.Fatal(err)
-	}
+	p, c, r := proxied(t)
 	if p.Returned() != 6 {
 		t.Errorf("returned %d bytes; want 6", p.Returned())
 	}
@@ -122,20 +117,7 @@ func TestCutBackAfter(t *testing.T) {
 }
 
 func TestStallBackAfter(t *testing.T) {
-	p, err := tcpproxy.New(echo(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
-	if err := roundTrip(t, c, r, "hello"); err != nil {
-		t.Fatal(err)
-	}
+	p, c, r := proxied(t)
 	// 3 bytes of the echo arrive, then nothing, and the connection stays open.
 	p.StallBackAfter(3)
 	if _, err := c.Write([]byte("stalled\n")); err != nil {
