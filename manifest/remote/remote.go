@@ -381,11 +381,12 @@ func (r *replica) takeOver(ctx context.Context, loc objstore.Location, since tim
 	holder := "another loader"
 	if b, err := readAll(ctx, r.st, held); err == nil {
 		var lb lockBody
-		if json.Unmarshal(b, &lb) == nil && lb.Owner == r.owner {
+		switch {
+		case json.Unmarshal(b, &lb) != nil:
+		case lb.Owner == r.owner:
 			// our own create landed and its answer was lost: the SDK's retry met the lock it made
 			return held.ETag, nil
-		}
-		if json.Unmarshal(b, &lb) == nil && lb.Host != "" {
+		case lb.Host != "":
 			holder = fmt.Sprintf("loader pid %d on %s (since %s)", lb.PID, lb.Host, lb.Since.Format(time.RFC3339))
 		}
 	}
