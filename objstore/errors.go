@@ -51,6 +51,8 @@ type Error struct {
 	Code string // the provider's code, "" when it gave none
 	Kind error  // ErrNotFound, ErrNoSuchBucket, ErrAccessDenied, ErrNoCredentials, ErrChanged, ErrPrecondition, ErrTruncated or nil
 	Err  error  // the SDK's error
+
+	region string // the bucket's region, when S3 said the request went to another one
 }
 
 // Error renders "URL: op: Code: kind", or the SDK's message with any URL query removed when the
@@ -105,7 +107,7 @@ func classify(loc Location, op string, err error) error {
 		// S3 answers a request sent to another region than its bucket's with 301 (PermanentRedirect)
 		// and names the bucket's region in a header
 		if region := hre.Response.Header.Get("X-Amz-Bucket-Region"); region != "" {
-			e.Code = "PermanentRedirect"
+			e.Code, e.region = "PermanentRedirect", region
 			e.Err = fmt.Errorf("the bucket is in region %s, not the one the request went to: set AWS_REGION=%s, or put region=%s in the URL's query", region, region, region)
 			return e
 		}

@@ -34,6 +34,13 @@ func (s *Store) Open(ctx context.Context, obj Object) (*Reader, error) {
 	return &Reader{s: s, b: b, obj: obj}, nil
 }
 
+// bucket is the bucket to send the Reader's requests to: the Store's, or the one it moved to.
+func (r *Reader) bucket() *blob.Bucket {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.b
+}
+
 // Object is the object being read.
 func (r *Reader) Object() Object { return r.obj }
 
@@ -107,16 +114,24 @@ func (r *Reader) getOnce(ctx context.Context, p []byte, off int64, suffix bool) 
 // context, derived from ctx), and checks the version that answers; off and n name the range in
 // errors. A response that stalls before its headers is a *bodyError, to be fetched on.
 func (r *Reader) openRange(ctx, gctx context.Context, w *watchdog, start, length int64, opts *blob.ReaderOptions, off, n int64) (*blob.Reader, error) {
-	r.s.requests.Add(1)
+	b := r.bucket()
 	var rr *blob.Reader
-	open := func() (err error) {
-		rr, err = r.b.NewRangeReader(r.s.sdkCtx(gctx, r.obj.Loc.Scheme, false), r.obj.Loc.Key, start, length, opts)
+	get := func() (err error) {
+		r.s.requests.Add(1)
+		rr, err = b.NewRangeReader(r.s.sdkCtx(gctx, r.obj.Loc.Scheme, false), r.obj.Loc.Key, start, length, opts)
 		return err
 	}
-	var err error
+	open := get
 	if headersWatched(r.obj.Loc.Scheme) {
-		err = w.open(open)
-	} else {
+		open = func() error { return w.open(get) }
+	}
+	err := open()
+	if nb, ok := r.s.follow(ctx, r.obj.Loc, b, err); ok {
+		// the bucket lives in another region: this Reader's later GETs go there too
+		r.mu.Lock()
+		r.b = nb
+		r.mu.Unlock()
+		b = nb
 		err = open()
 	}
 	if err != nil {
@@ -151,7 +166,7 @@ func readBody(read func([]byte) (int, error), p []byte) (int64, error) {
 }
 
 func (r *Reader) readErr(ctx context.Context, err error, off, n int64) error {
-	err = r.s.classify(ctx, r.b, r.obj.Loc, "read "+fmtRange(off, n), err)
+	err = r.s.classify(ctx, r.bucket(), r.obj.Loc, "read "+fmtRange(off, n), err)
 	var e *Error
 	if errors.As(err, &e) && errors.Is(e.Kind, ErrPrecondition) {
 		e.Kind = ErrChanged // the If-Match of a read: another version is there now

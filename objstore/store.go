@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -47,6 +49,7 @@ type options struct {
 	parallel    int
 	rangeBytes  int64
 	listPage    int
+	logger      *slog.Logger
 }
 
 // WithMaxAttempts sets how many times the SDK's retryer tries a request that fails transiently (5xx,
@@ -112,6 +115,16 @@ func WithListPageSize(n int) Option {
 	}
 }
 
+// WithLogger sets where the Store tells what it does on its own, such as following a bucket to its
+// region. Default: nowhere.
+func WithLogger(l *slog.Logger) Option {
+	return func(o *options) {
+		if l != nil {
+			o.logger = l
+		}
+	}
+}
+
 // Store opens buckets by URL and counts the requests and bytes of everything read through it. The
 // zero value is not usable; use New. Close closes the buckets it opened.
 type Store struct {
@@ -137,13 +150,20 @@ type Store struct {
 
 type bucketEntry struct {
 	once sync.Once
-	b    *blob.Bucket
 	err  error
+
+	// guarded by the Store's mu once open: an S3 bucket that turns out to live in another region is
+	// reopened there (follow), and the buckets it replaced are closed with the Store
+	b      *blob.Bucket
+	query  url.Values // the query of the URL that opened it
+	region string     // the region followed, "" when none
+	old    []*blob.Bucket
 }
 
 // New returns a Store.
 func New(opts ...Option) *Store {
-	o := options{maxAttempts: DefaultMaxAttempts, maxBackoff: 5 * time.Second, stall: DefaultStallTimeout, parallel: 8, rangeBytes: 8 << 20, listPage: 1000}
+	o := options{maxAttempts: DefaultMaxAttempts, maxBackoff: 5 * time.Second, stall: DefaultStallTimeout, parallel: 8, rangeBytes: 8 << 20, listPage: 1000,
+		logger: slog.New(slog.DiscardHandler)}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -306,8 +326,10 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	var errs []error
 	for _, e := range s.buckets {
-		if e.b != nil {
-			errs = append(errs, e.b.Close())
+		for _, b := range append(e.old, e.b) {
+			if b != nil {
+				errs = append(errs, b.Close())
+			}
 		}
 	}
 	s.buckets = map[string]*bucketEntry{}
@@ -326,20 +348,25 @@ func (s *Store) bucket(ctx context.Context, loc Location) (*blob.Bucket, error) 
 	}
 	s.mu.Unlock()
 	e.once.Do(func() {
-		e.b, e.err = s.open(ctx, loc)
-		if e.err != nil {
-			e.err = &Error{URL: loc.bucketID(), Op: "open bucket", Err: e.err}
+		b, err := s.open(ctx, loc)
+		if err != nil {
+			e.err = &Error{URL: loc.bucketID(), Op: "open bucket", Err: err}
+			return
 		}
+		s.mu.Lock()
+		e.b, e.query = b, loc.Query
+		s.mu.Unlock()
 	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if e.err != nil {
 		// a failed open is not cached: a later call (a new context) may succeed
-		s.mu.Lock()
 		if s.buckets[loc.bucketID()] == e {
 			delete(s.buckets, loc.bucketID())
 		}
-		s.mu.Unlock()
+		return nil, e.err
 	}
-	return e.b, e.err
+	return e.b, nil
 }
 
 func (s *Store) open(ctx context.Context, loc Location) (*blob.Bucket, error) {
@@ -434,8 +461,11 @@ func (s *Store) openS3(ctx context.Context, loc Location) (*blob.Bucket, error) 
 		return nil, err
 	}
 	if cfg.Region == "" {
-		// the SDK would fail every request with "Invalid region: region was not a valid DNS name"
-		return nil, errors.New("no AWS region: set AWS_REGION (or region in the AWS profile), or put region=REGION in the URL's query")
+		// Neither the environment nor the profile names one (the SDK would fail every request with
+		// "Invalid region: region was not a valid DNS name"): start where boto3 does, and let S3's
+		// answer take the requests to the bucket's region (follow).
+		cfg.Region = "us-east-1"
+		s.opts.logger.Info("no AWS region configured: starting from us-east-1 and following the bucket to its region", "bucket", loc.bucketID())
 	}
 	cfg.HTTPClient = &http.Client{Transport: s.transport}
 	cfg.Retryer = func() aws.Retryer {
@@ -478,18 +508,17 @@ func (o Object) URL() string { return o.Loc.String() }
 
 // Stat returns the object at loc, or an *Error (ErrNotFound, ErrNoSuchBucket, ErrAccessDenied).
 func (s *Store) Stat(ctx context.Context, loc Location) (Object, error) {
-	b, err := s.bucket(ctx, loc)
-	if err != nil {
-		return Object{}, err
-	}
-	s.requests.Add(1)
 	var a *blob.Attributes
-	err = s.metadata(ctx, loc.Scheme, func(ctx context.Context) (err error) {
-		a, err = b.Attributes(ctx, loc.Key)
-		return err
+	err := s.onBucket(ctx, loc, func(b *blob.Bucket) error {
+		s.requests.Add(1)
+		err := s.metadata(ctx, loc.Scheme, func(ctx context.Context) (err error) {
+			a, err = b.Attributes(ctx, loc.Key)
+			return err
+		})
+		return s.classify(ctx, b, loc, "stat", err)
 	})
 	if err != nil {
-		return Object{}, s.classify(ctx, b, loc, "stat", err)
+		return Object{}, err
 	}
 	return Object{Loc: loc, Size: a.Size, ModTime: a.ModTime, ETag: attrsETag(a)}, nil
 }
@@ -513,11 +542,16 @@ func (s *Store) classify(ctx context.Context, b *blob.Bucket, loc Location, op s
 // is offered to descend first: when descend returns false (a hidden directory), it is not listed.
 // fn's error stops the walk and is returned as it is.
 func (s *Store) Walk(ctx context.Context, loc Location, descend func(dir string) bool, fn func(Object) error) error {
-	b, err := s.bucket(ctx, loc)
-	if err != nil {
-		return err
-	}
-	return s.walk(ctx, b, loc, loc.Key, descend, fn)
+	listed := false
+	return s.onBucket(ctx, loc, func(b *blob.Bucket) error {
+		if listed {
+			return errors.New("the bucket moved region during the listing") // not reached: a bucket moves on its first request
+		}
+		return s.walk(ctx, b, loc, loc.Key, descend, func(o Object) error {
+			listed = true
+			return fn(o)
+		})
+	})
 }
 
 func (s *Store) walk(ctx context.Context, b *blob.Bucket, loc Location, prefix string, descend func(string) bool, fn func(Object) error) error {
@@ -571,26 +605,28 @@ func (s *Store) Update(ctx context.Context, loc Location, data []byte, etag stri
 }
 
 func (s *Store) write(ctx context.Context, loc Location, data []byte, opts *blob.WriterOptions) (string, error) {
-	b, err := s.bucket(ctx, loc)
-	if err != nil {
-		return "", err
-	}
 	opts.ContentType = "application/octet-stream"
 	opts.BufferSize = max(len(data)+1, 5<<20) // one request: a multipart upload would drop the condition
-	s.requests.Add(1)
 	// Upload without ContentMD5, not WriteAll: gocloud's azureblob writer panics closing its pipe
 	// after a failed (conditional) write fed through Write; the driver's Upload takes the bytes in
 	// one call (and gocloud uses it only when it is not checking an MD5 itself).
 	// A write whose connection stalls would wait forever on GCS and Azure (their own transports),
 	// and on S3 while sending the body: give it the stall timeout plus a second per MiB to send.
+	// A request refused for being sent to another region than the bucket's wrote nothing: it is
+	// sent again in the bucket's region (onBucket).
 	limit := s.opts.stall + time.Duration(len(data)>>20)*time.Second
-	wctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	if err := b.Upload(s.sdkCtx(wctx, loc.Scheme, false), loc.Key, bytes.NewReader(data), opts); err != nil {
-		if wctx.Err() != nil && ctx.Err() == nil {
+	err := s.onBucket(ctx, loc, func(b *blob.Bucket) error {
+		s.requests.Add(1)
+		wctx, cancel := context.WithTimeout(ctx, limit)
+		defer cancel()
+		err := b.Upload(s.sdkCtx(wctx, loc.Scheme, false), loc.Key, bytes.NewReader(data), opts)
+		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
 			err = fmt.Errorf("%w: the write of %d bytes took longer than %s", errStalled, len(data), limit)
 		}
-		return "", s.classify(ctx, b, loc, "write", err)
+		return s.classify(ctx, b, loc, "write", err)
+	})
+	if err != nil {
+		return "", err
 	}
 	o, err := s.Stat(ctx, loc)
 	if err != nil {
@@ -601,13 +637,9 @@ func (s *Store) write(ctx context.Context, loc Location, data []byte, opts *blob
 
 // Delete removes the object at loc.
 func (s *Store) Delete(ctx context.Context, loc Location) error {
-	b, err := s.bucket(ctx, loc)
-	if err != nil {
-		return err
-	}
-	s.requests.Add(1)
-	if err := s.metadata(ctx, loc.Scheme, func(ctx context.Context) error { return b.Delete(ctx, loc.Key) }); err != nil {
+	return s.onBucket(ctx, loc, func(b *blob.Bucket) error {
+		s.requests.Add(1)
+		err := s.metadata(ctx, loc.Scheme, func(ctx context.Context) error { return b.Delete(ctx, loc.Key) })
 		return s.classify(ctx, b, loc, "delete", err)
-	}
-	return nil
+	})
 }

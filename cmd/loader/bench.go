@@ -14,6 +14,7 @@ import (
 	"github.com/loaderproject/loader/bench"
 	"github.com/loaderproject/loader/internal/demodata"
 	"github.com/loaderproject/loader/load"
+	"github.com/loaderproject/loader/objstore"
 	"github.com/loaderproject/loader/partitioner"
 	"github.com/loaderproject/loader/readers"
 )
@@ -170,7 +171,7 @@ func (a *app) bench(cmd *cobra.Command, f benchFlags, paths []string) error {
 			return err
 		}
 	}
-	objects, closeObjects := objectStore(f.input.objectOptions(), paths...)
+	objects, closeObjects := objectStore(append(f.input.objectOptions(), objstore.WithLogger(a.logger)), paths...)
 	defer closeObjects()
 	cfg.Load.Objects = objects
 	if f.throttle.set {

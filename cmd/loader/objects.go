@@ -21,6 +21,7 @@ func objectStore(opts []objstore.Option, sources ...string) (*objstore.Store, fu
 // the flags have set them all (a shard plan's sources among them); the function it returns closes it.
 func withObjects(cfg *load.Config, input inputFlags) func() {
 	var closeObjects func()
-	cfg.Objects, closeObjects = objectStore(input.objectOptions(), append([]string{cfg.ManifestDir}, cfg.Sources...)...)
+	opts := append(input.objectOptions(), objstore.WithLogger(cfg.Logger))
+	cfg.Objects, closeObjects = objectStore(opts, append([]string{cfg.ManifestDir}, cfg.Sources...)...)
 	return closeObjects
 }

@@ -344,3 +344,32 @@ func TestCloudCredentialsMissing(t *testing.T) {
 		}
 	}
 }
+
+// A bucket in another region than AWS_REGION is followed to its region (as boto3 and the AWS CLI
+// do), and the load reads every row; --log-level info says so. The store here is versitygw in
+// eu-west-3, which refuses requests signed for us-east-1 naming its region.
+func TestLoadFromABucketInAnotherRegion(t *testing.T) {
+	srv := s3test.StartIn(t, "eu-west-3")
+	srv.Env(t, s3test.AccessKey, s3test.SecretKey) // AWS_REGION=us-east-1
+	srv.CreateBucket(t, "far")
+	dir := t.TempDir()
+	for i := int64(0); i < 2; i++ {
+		p := filepath.Join(dir, fmt.Sprintf("part-%d.parquet", i))
+		if err := fixture.WriteParquet(p, i*1000, 1000, 250); err != nil {
+			t.Fatal(err)
+		}
+		srv.PutFile(t, "far", fmt.Sprintf("events/part-%d.parquet", i), p)
+	}
+	wh := t.TempDir()
+	mustLoader(t, "table", "create", tableName, "--warehouse", wh, "--columns", fixture.TableColumns)
+	r := mustLoader(t, "load", "--table", tableName, "--warehouse", wh, "--json", "--log-level", "info", "s3://far/events/")
+	if s := parseSummary(t, r.stdout); s.Rows != 2000 || s.VerifiedRows == nil || *s.VerifiedRows != 2000 {
+		t.Errorf("summary %+v; want 2000 rows verified", s)
+	}
+	if !strings.Contains(r.stderr, "following it") || !strings.Contains(r.stderr, "region=eu-west-3") {
+		t.Errorf("stderr %q; want a line saying the bucket is followed to eu-west-3", r.stderr)
+	}
+	if diffs := fixture.Diff(scanTable(t, wh, tableName), fixture.IDs(0, 2000), fixture.Expected, 10); len(diffs) > 0 {
+		t.Errorf("table differs:\n%s", strings.Join(diffs, "\n"))
+	}
+}

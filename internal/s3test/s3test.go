@@ -29,6 +29,7 @@ const (
 type Server struct {
 	Endpoint string // http://127.0.0.1:port
 	Root     string // the posix backend's directory: one subdirectory per bucket
+	Region   string
 	bin      string
 	client   *s3.Client
 }
@@ -41,8 +42,15 @@ func Binary(t testing.TB) string {
 		"versitygw "+Version+" is not built: run `make versitygw`, which `make test` does first")
 }
 
-// Start runs versitygw on a free loopback port until the test ends.
+// Start runs versitygw on a free loopback port until the test ends. Its region is us-east-1.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return StartIn(t, "us-east-1")
+}
+
+// StartIn runs versitygw in the given region: it refuses requests signed for another one, with a
+// 400 AuthorizationHeaderMalformed that names its region.
+func StartIn(t testing.TB, region string) *Server {
 	t.Helper()
 	bin := Binary(t)
 	root := t.TempDir()
@@ -50,11 +58,11 @@ func Start(t testing.TB) *Server {
 	port := proctest.FreePort(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.Command(bin, "--access", AccessKey, "--secret", SecretKey, "--port", addr, "--iam-dir", iam,
-		"posix", root)
+		"--region", region, "posix", root)
 	proctest.Start(t, "versitygw", cmd, func(line string) (string, bool) {
 		return "", strings.Contains(line, "http://"+addr)
 	})
-	s := &Server{Endpoint: "http://" + addr, Root: root, bin: bin}
+	s := &Server{Endpoint: "http://" + addr, Root: root, Region: region, bin: bin}
 	s.client = s.Client(AccessKey, SecretKey)
 	return s
 }
@@ -62,7 +70,7 @@ func Start(t testing.TB) *Server {
 // Client is an S3 client of the server with the given keys.
 func (s *Server) Client(access, secret string) *s3.Client {
 	return s3.New(s3.Options{
-		Region:       "us-east-1",
+		Region:       s.Region,
 		BaseEndpoint: aws.String(s.Endpoint),
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(access, secret, ""),

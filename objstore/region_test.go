@@ -1,0 +1,169 @@
+package objstore_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/loaderproject/loader/internal/s3test"
+	"github.com/loaderproject/loader/objstore"
+)
+
+// regionStore starts versitygw in eu-west-3 with bucket "far" holding two objects, and sets the
+// environment of a loader configured for us-east-1 that reaches it at endpoint (the server's own,
+// or a proxy's in front of it).
+func regionStore(t *testing.T, endpoint func(srv *s3test.Server) string) (srv *s3test.Server, data []byte, etag string) {
+	t.Helper()
+	srv = s3test.StartIn(t, "eu-west-3")
+	srv.CreateBucket(t, "far")
+	data = pattern(200 << 10)
+	etag = srv.Put(t, "far", "in/a.bin", data)
+	srv.Put(t, "far", "in/b.bin", []byte("bee"))
+	s3test.EnvFor(t, endpoint(srv), s3test.AccessKey, s3test.SecretKey) // AWS_REGION=us-east-1
+	return srv, data, etag
+}
+
+// A bucket in another region than the one configured is followed there, as boto3 does: an
+// S3-compatible store with a region of its own refuses a request signed for another with a 400
+// AuthorizationHeaderMalformed that names its region, and the Store sends it again there.
+func TestS3FollowsTheBucketToItsRegion(t *testing.T) {
+	_, data, etag := regionStore(t, func(srv *s3test.Server) string { return srv.Endpoint })
+	st := objstore.New()
+	defer st.Close()
+	ctx := context.Background()
+	var listed []objstore.Object
+	if err := st.Walk(ctx, mustParse(t, "s3://far/in/"), nil, func(o objstore.Object) error {
+		listed = append(listed, o)
+		return nil
+	}); err != nil {
+		t.Fatalf("list s3://far/in/ from us-east-1: %v", err)
+	}
+	if len(listed) != 2 || listed[0].Size != int64(len(data)) || listed[0].ETag != etag {
+		t.Fatalf("listed %+v; want in/a.bin (%d bytes, %s) and in/b.bin", listed, len(data), etag)
+	}
+	openAndRead(t, st, listed[0], data)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	loc := mustParse(t, "s3://far/out/m.json")
+	if _, err := st.Create(ctx, loc, []byte(`{"v":1}`)); err != nil {
+		t.Fatalf("create in the followed bucket: %v", err)
+	}
+	if err := st.Delete(ctx, loc); err != nil {
+		t.Fatalf("delete in the followed bucket: %v", err)
+	}
+}
+
+// S3 itself answers a request sent to another region than its bucket's with a 301 that names the
+// bucket's region in X-Amz-Bucket-Region (a HEAD gets no body to say more). A proxy answers so, in
+// front of versitygw in eu-west-3, to every request not signed for eu-west-3. The first request of
+// each kind is followed; after it, no request goes to the wrong region.
+func TestS3FollowsAMovedPermanently(t *testing.T) {
+	var moved, passed atomic.Int64
+	scope := regexp.MustCompile(`Credential=[^/]+/[0-9]+/([a-z0-9-]+)/s3/`)
+	_, data, etag := regionStore(t, func(srv *s3test.Server) string {
+		target, _ := url.Parse(srv.Endpoint)
+		proxy := httputil.NewSingleHostReverseProxy(target)
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if m := scope.FindStringSubmatch(r.Header.Get("Authorization")); m == nil || m[1] != srv.Region {
+				moved.Add(1)
+				w.Header().Set("X-Amz-Bucket-Region", srv.Region)
+				w.Header().Set("Content-Type", "application/xml")
+				w.WriteHeader(http.StatusMovedPermanently)
+				if r.Method != http.MethodHead {
+					_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>PermanentRedirect</Code><Message>The bucket you are attempting to access must be addressed using the specified endpoint.</Message></Error>`)
+				}
+				return
+			}
+			passed.Add(1)
+			proxy.ServeHTTP(w, r)
+		}))
+		t.Cleanup(hs.Close)
+		return hs.URL
+	})
+	ctx := context.Background()
+
+	// a HEAD first: the 301 carries the region and no body
+	st := objstore.New()
+	defer st.Close()
+	obj, err := st.Stat(ctx, mustParse(t, "s3://far/in/a.bin"))
+	if err != nil {
+		t.Fatalf("stat from us-east-1: %v", err)
+	}
+	if obj.Size != int64(len(data)) || obj.ETag != etag {
+		t.Fatalf("stat = %+v; want %d bytes, %s", obj, len(data), etag)
+	}
+	if moved.Load() != 1 {
+		t.Errorf("%d requests went to the wrong region; want 1 (the first)", moved.Load())
+	}
+	openAndRead(t, st, obj, data)
+	if err := st.Walk(ctx, mustParse(t, "s3://far/in/"), nil, func(objstore.Object) error { return nil }); err != nil {
+		t.Fatalf("list after the move: %v", err)
+	}
+	if moved.Load() != 1 || passed.Load() < 3 {
+		t.Errorf("%d requests went to the wrong region and %d to the right one; want 1, and the rest (3 or more) to the right one", moved.Load(), passed.Load())
+	}
+
+	// a read first, with an Object known beforehand (a shard plan's): ranges fetched in parallel,
+	// each of the first ones refused, and every byte read back
+	moved.Store(0)
+	st2 := objstore.New(objstore.WithRangeBytes(64<<10), objstore.WithParallelism(4))
+	defer st2.Close()
+	r, err := st2.Open(ctx, obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readsBack(t, r, data)
+	if n := moved.Load(); n < 1 || n > 4 {
+		t.Errorf("%d reads went to the wrong region; want 1 to 4 (the first ones, in parallel)", n)
+	}
+	moved.Store(0)
+	readsBack(t, r, data) // the same Reader: its GETs go to the bucket's region now
+	if n := moved.Load(); n != 0 {
+		t.Errorf("%d reads went to the wrong region after the move; want none", n)
+	}
+
+	// a write first
+	st3 := objstore.New()
+	defer st3.Close()
+	if _, err := st3.Create(ctx, mustParse(t, "s3://far/out/m.json"), []byte(`{"v":1}`)); err != nil {
+		t.Fatalf("create from us-east-1: %v", err)
+	}
+}
+
+// openAndRead opens obj and reads it back (readsBack).
+func openAndRead(t *testing.T, st *objstore.Store, obj objstore.Object, want []byte) {
+	t.Helper()
+	r, err := st.Open(context.Background(), obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readsBack(t, r, want)
+}
+
+// readsBack reads r's object whole with one Prefetch (GETs of the Store's range size, in parallel)
+// and compares it with want.
+func readsBack(t *testing.T, r *objstore.Reader, want []byte) {
+	t.Helper()
+	ctx := context.Background()
+	obj := r.Object()
+	pf, err := r.Prefetch(ctx, []objstore.Range{{Off: 0, Len: obj.Size}}, 0)
+	if err != nil {
+		t.Fatalf("read %s: %v", obj.URL(), err)
+	}
+	defer pf.Release()
+	got := make([]byte, obj.Size)
+	if _, err := pf.ReadAt(got, 0); err != nil {
+		t.Fatalf("read %s: %v", obj.URL(), err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %s: the bytes differ from those written", obj.URL())
+	}
+}
