@@ -54,6 +54,14 @@ func (s *Store) follow(ctx context.Context, loc Location, b *blob.Bucket, err er
 		return nil, false
 	}
 	region := movedTo(err)
+	if region == "" && bareBadRequest(err) {
+		// A HEAD has no body to say why: S3 puts the region in a header (movedTo), S3-compatible
+		// stores such as versitygw and MinIO say nothing. A listing of the key, which has a body,
+		// says what is wrong.
+		s.requests.Add(1)
+		_, _, lerr := b.ListPage(ctx, blob.FirstPageToken, 1, &blob.ListOptions{Prefix: loc.Key})
+		region = movedTo(lerr)
+	}
 	if region == "" {
 		return nil, false
 	}
@@ -95,4 +103,12 @@ func (s *Store) onBucket(ctx context.Context, loc Location, call func(*blob.Buck
 		err = call(nb)
 	}
 	return err
+}
+
+// bareBadRequest tells a 400 that says nothing more (the answer to a HEAD) from other errors.
+func bareBadRequest(err error) bool {
+	var hre *awshttp.ResponseError
+	var ae smithy.APIError
+	return errors.As(err, &hre) && hre.HTTPStatusCode() == http.StatusBadRequest &&
+		(!errors.As(err, &ae) || ae.ErrorCode() == "BadRequest")
 }
