@@ -106,7 +106,7 @@ func classify(loc Location, op string, err error) error {
 	if errors.As(err, &hre) && hre.HTTPStatusCode() == http.StatusMovedPermanently && hre.Response != nil {
 		// S3 answers a request sent to another region than its bucket's with 301 (PermanentRedirect)
 		// and names the bucket's region in a header
-		if region := hre.Response.Header.Get("X-Amz-Bucket-Region"); region != "" {
+		if region := hre.Response.Header.Get("X-Amz-Bucket-Region"); regionName.MatchString(region) {
 			e.Code, e.region = "PermanentRedirect", region
 			e.Err = fmt.Errorf("the bucket is in region %s, not the one the request went to: set AWS_REGION=%s, or put region=%s in the URL's query", region, region, region)
 			return e

@@ -16,6 +16,10 @@ import (
 // say much the same with other quotes.
 var expectingRegion = regexp.MustCompile(`expecting ['"]([a-z0-9-]+)['"]`)
 
+// regionName is what a region a store names may look like (us-east-1, eu-west-3, auto), so that a
+// header cannot take the requests anywhere else.
+var regionName = regexp.MustCompile(`^[a-z0-9-]+$`)
+
 // movedTo returns the region an S3 error names as its bucket's when the request was signed for
 // (or sent to) another region: a redirect (301, 302 or 307) carrying X-Amz-Bucket-Region, as S3
 // answers on a regional endpoint, any error response carrying that header, or a 400
@@ -30,7 +34,7 @@ func movedTo(err error) string {
 	if errors.As(err, &hre) && hre.Response != nil {
 		switch hre.HTTPStatusCode() {
 		case http.StatusMovedPermanently, http.StatusFound, http.StatusTemporaryRedirect, http.StatusBadRequest:
-			if region := hre.Response.Header.Get("X-Amz-Bucket-Region"); region != "" {
+			if region := hre.Response.Header.Get("X-Amz-Bucket-Region"); regionName.MatchString(region) {
 				return region
 			}
 		}
