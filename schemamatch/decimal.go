@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"math/bits"
 	"strconv"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -242,30 +243,41 @@ func (c *applyCtx) intDecimalText(n *node, in arrow.Array) arrow.Array {
 	return b.NewArray()
 }
 
+// textDecimal checks and normalizes decimal text into the canonical text of the table's DECIMAL.
+// Text that is canonical already (as a frame's own is) is copied as it is: checking it costs a
+// fraction of parsing and rendering it.
 func (c *applyCtx) textDecimal(n *node, in arrow.Array, reach []int) (arrow.Array, error) {
+	var value func(int) string
+	size := 0 // the text's bytes, what the output takes when it is canonical
+	switch a := in.(type) {
+	case *array.String:
+		value, size = a.Value, len(a.ValueBytes())
+	case *array.LargeString:
+		value, size = a.Value, len(a.ValueBytes())
+	case *array.StringView:
+		value = a.Value
+	default:
+		return nil, fmt.Errorf("schemamatch: %s is not text", in.DataType())
+	}
 	b := array.NewLargeStringBuilder(c.mem)
 	defer b.Release()
 	ln := in.Len()
 	b.Reserve(ln)
+	b.ReserveData(size)
+	prec, scale := int(n.dstPrec), int(n.dstScale)
 	var buf []byte
 	for i := 0; i < ln; i++ {
 		if in.IsNull(i) {
 			b.AppendNull()
 			continue
 		}
-		var s string
-		switch a := in.(type) {
-		case *array.String:
-			s = a.Value(i)
-		case *array.LargeString:
-			s = a.Value(i)
-		case *array.StringView:
-			s = a.Value(i)
-		default:
-			return nil, fmt.Errorf("schemamatch: %s is not text", in.DataType())
+		s := value(i)
+		if tableschema.IsCanonicalDecimal(s, prec, scale) {
+			b.BinaryBuilder.Append(unsafe.Slice(unsafe.StringData(s), len(s))) // it copies the bytes, which it only reads
+			continue
 		}
 		var err error
-		if buf, err = tableschema.AppendDecimal(buf[:0], s, int(n.dstPrec), int(n.dstScale), tableschema.DecimalLoose); err != nil {
+		if buf, err = tableschema.AppendDecimal(buf[:0], s, prec, scale, tableschema.DecimalLoose); err != nil {
 			if err := c.fail(n, in, reach, i, err.Error()); err != nil {
 				return nil, err
 			}

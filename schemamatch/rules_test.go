@@ -93,6 +93,9 @@ func allowedRules() []rule {
 		{name: "uint64 to DECIMAL(20,0)", src: arrow.PrimitiveTypes.Uint64, srcJSON: `[18446744073709551615,0,9223372036854775808,null]`, table: "DECIMAL(20,0)", want: `["18446744073709551615","0","9223372036854775808",null]`},
 		{name: "uint64 to DECIMAL(38,18)", src: arrow.PrimitiveTypes.Uint64, srcJSON: `[18446744073709551615,1,null]`, table: "DECIMAL(38,18)", want: `["18446744073709551615.000000000000000000","1.000000000000000000",null]`},
 		{name: "utf8 to DECIMAL(6,2)", src: arrow.BinaryTypes.String, srcJSON: `["1.5"," -0012.50 ","1e2","0.000",null]`, table: "DECIMAL(6,2)", want: `["1.50","-12.50","100.00","0.00",null]`},
+		// canonical text is taken as it is, the rest normalized (a sign on zero dropped)
+		{name: "large_utf8 to DECIMAL(6,2), canonical or not", src: arrow.BinaryTypes.LargeString, srcJSON: `["12.34","-0.00","0.05","-1234.56","12.3",null,"012.34"]`, table: "DECIMAL(6,2)", want: `["12.34","0.00","0.05","-1234.56","12.30",null,"12.34"]`},
+		{name: "utf8_view to DECIMAL(4,0), canonical or not", src: arrow.BinaryTypes.StringView, srcJSON: `["9999","-0","+7","-12",null]`, table: "DECIMAL(4,0)", want: `["9999","0","7","-12",null]`},
 		{name: "large_utf8 to DECIMAL(4,0)", src: arrow.BinaryTypes.LargeString, srcJSON: `["+9999","-0",null]`, table: "DECIMAL(4,0)", want: `["9999","0",null]`},
 		{name: "string_view to DECIMAL(3,3)", src: arrow.BinaryTypes.StringView, srcJSON: `[".125",null]`, table: "DECIMAL(3,3)", want: `["0.125",null]`},
 		// dictionaries, extensions, nulls

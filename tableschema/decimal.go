@@ -64,6 +64,48 @@ func AppendDecimal(dst []byte, s string, precision, scale int, syntax DecimalSyn
 	return d.appendText(dst), nil
 }
 
+// IsCanonicalDecimal reports whether s is already the canonical text of a value of
+// DECIMAL(precision, scale), the text AppendDecimal would append for it: then s can be taken as it
+// is, which checking costs a fraction of parsing and rendering it. precision and scale are a valid
+// DECIMAL type's.
+func IsCanonicalDecimal(s string, precision, scale int) bool {
+	i, neg := 0, false
+	if i < len(s) && s[i] == '-' {
+		neg = true
+		i++
+	}
+	start := i
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	ints := i - start
+	nonzero := false
+	switch {
+	case ints == 0:
+		return false
+	case s[start] != '0':
+		nonzero = true
+		if ints > precision-scale {
+			return false
+		}
+	case ints > 1:
+		return false // a leading zero
+	}
+	if scale > 0 {
+		if i == len(s) || s[i] != '.' || len(s)-i-1 != scale {
+			return false
+		}
+		for _, c := range []byte(s[i+1:]) {
+			if !isDigit(c) {
+				return false
+			}
+			nonzero = nonzero || c != '0'
+		}
+		i = len(s)
+	}
+	return i == len(s) && (nonzero || !neg)
+}
+
 // ParseDecimal reads s, in the given syntax, as a value of DECIMAL(precision, scale), and returns
 // its unscaled integer at that scale (19.99 at scale 2 is 1999). precision and scale are a valid
 // DECIMAL type's (1 <= precision <= MaxDecimalPrecision, 0 <= scale <= precision), so the result

@@ -189,3 +189,58 @@ func FuzzParseDecimal(f *testing.F) {
 		}
 	})
 }
+
+// IsCanonicalDecimal is true exactly when AppendDecimal gives the text back unchanged: checked on
+// every text of up to 6 characters over an alphabet of the characters that matter, for types
+// with and without a fraction or an integer part.
+func TestIsCanonicalDecimal(t *testing.T) {
+	alphabet := []byte("-+.0159e ")
+	types := [][2]int{{1, 0}, {2, 0}, {3, 1}, {4, 2}, {2, 2}, {1, 1}, {6, 3}, {38, 0}}
+	var text []byte
+	checked, canonical := 0, 0
+	var walk func()
+	walk = func() {
+		s := string(text)
+		for _, ty := range types {
+			want := false
+			if out, err := tableschema.AppendDecimal(nil, s, ty[0], ty[1], tableschema.DecimalPlain); err == nil {
+				want = string(out) == s
+			}
+			got := tableschema.IsCanonicalDecimal(s, ty[0], ty[1])
+			if got != want {
+				t.Fatalf("IsCanonicalDecimal(%q, %d, %d) = %v; AppendDecimal gives it back: %v", s, ty[0], ty[1], got, want)
+			}
+			if got {
+				canonical++
+				if out, err := tableschema.AppendDecimal(nil, s, ty[0], ty[1], tableschema.DecimalLoose); err != nil || string(out) != s {
+					t.Fatalf("canonical %q for DECIMAL(%d,%d): the loose syntax gives %q, %v", s, ty[0], ty[1], out, err)
+				}
+			}
+			checked++
+		}
+		if len(text) == 6 {
+			return
+		}
+		for _, c := range alphabet {
+			text = append(text, c)
+			walk()
+			text = text[:len(text)-1]
+		}
+	}
+	walk()
+	if canonical < 1000 {
+		t.Fatalf("only %d of %d texts were canonical: the alphabet misses the cases that matter", canonical, checked)
+	}
+	for _, c := range []struct {
+		s          string
+		prec, scal int
+		want       bool
+	}{
+		{"123456789012.34", 14, 2, true}, {"-0.01", 12, 2, true}, {"-0.00", 12, 2, false}, {"0.00", 12, 2, true},
+		{"1234567890123.45", 14, 2, false}, {"12.3", 12, 2, false}, {"12", 12, 0, true}, {"012.30", 12, 2, false},
+	} {
+		if got := tableschema.IsCanonicalDecimal(c.s, c.prec, c.scal); got != c.want {
+			t.Errorf("IsCanonicalDecimal(%q, %d, %d) = %v; want %v", c.s, c.prec, c.scal, got, c.want)
+		}
+	}
+}
