@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"regexp"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -180,5 +181,52 @@ func readsBack(t *testing.T, r *objstore.Reader, want []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("read %s: the bytes differ from those written", obj.URL())
+	}
+}
+
+// The S3 client follows a redirect only as the AWS SDK's own client does: a 307 or 308, never
+// sending the session token on to another host (net/http drops only the Authorization header); a
+// 301 or 302 with a Location is not followed.
+func TestS3RedirectsKeepTheTokenHome(t *testing.T) {
+	type seen struct{ requests, tokens, auths atomic.Int64 }
+	var back seen
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		back.requests.Add(1)
+		if r.Header.Get("X-Amz-Security-Token") != "" {
+			back.tokens.Add(1)
+		}
+		if r.Header.Get("Authorization") != "" {
+			back.auths.Add(1)
+		}
+		w.WriteHeader(http.StatusForbidden)
+	}))
+	defer other.Close()
+	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect, http.StatusMovedPermanently, http.StatusFound} {
+		back.requests.Store(0)
+		back.tokens.Store(0)
+		back.auths.Store(0)
+		front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			// another host name: net/http drops the Authorization header going there
+			http.Redirect(w, r, strings.Replace(other.URL, "127.0.0.1", "localhost", 1)+r.URL.RequestURI(), code)
+		}))
+		s3test.EnvFor(t, front.URL, s3test.AccessKey, s3test.SecretKey)
+		t.Setenv("AWS_SESSION_TOKEN", "a-session-token")
+		st := objstore.New(objstore.WithMaxAttempts(1))
+		_, err := st.Stat(context.Background(), mustParse(t, "s3://lake/x.parquet"))
+		_ = st.Close()
+		front.Close()
+		if err == nil {
+			t.Errorf("%d: stat succeeded; want an error", code)
+		}
+		followed := code == http.StatusTemporaryRedirect || code == http.StatusPermanentRedirect
+		switch {
+		case followed && back.requests.Load() == 0:
+			t.Errorf("%d: not followed; want it followed, as the AWS SDK's client does", code)
+		case !followed && back.requests.Load() != 0:
+			t.Errorf("%d: followed; want the answer taken as it is, as the AWS SDK's client does", code)
+		}
+		if back.tokens.Load() != 0 || back.auths.Load() != 0 {
+			t.Errorf("%d: the other host got the session token %d times and the Authorization header %d times; want neither", code, back.tokens.Load(), back.auths.Load())
+		}
 	}
 }

@@ -467,7 +467,7 @@ func (s *Store) openS3(ctx context.Context, loc Location) (*blob.Bucket, error) 
 		cfg.Region = "us-east-1"
 		s.opts.logger.Info("no AWS region configured: starting from us-east-1 and following the bucket to its region", "bucket", loc.bucketID())
 	}
-	cfg.HTTPClient = &http.Client{Transport: s.transport}
+	cfg.HTTPClient = &http.Client{Transport: s.transport, CheckRedirect: s3Redirect}
 	cfg.Retryer = func() aws.Retryer {
 		return retry.NewStandard(func(o *retry.StandardOptions) {
 			o.MaxAttempts = s.opts.maxAttempts
@@ -482,6 +482,24 @@ func (s *Store) openS3(ctx context.Context, loc Location) (*blob.Bucket, error) 
 		o.EndpointOptions.DisableHTTPS = disableHTTPS
 	})
 	return s3blob.OpenBucket(ctx, client, loc.Bucket, &s3blob.Options{RequestChecksumCalculation: cfg.RequestChecksumCalculation})
+}
+
+// s3Redirect is the S3 client's redirect policy, the AWS SDK's own client's (which the Store's
+// replaces, for its transport): only a 307 or 308 is followed, since they keep the method, and a
+// session token is not sent on to another host (net/http drops only the Authorization header).
+// Any other redirect is the answer, such as S3's 301 for a bucket in another region (follow).
+func s3Redirect(r *http.Request, via []*http.Request) error {
+	switch r.Response.StatusCode {
+	case http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		if via[len(via)-1].URL.Host != r.URL.Host {
+			r.Header.Del("X-Amz-Security-Token")
+		}
+		return nil
+	}
+	return http.ErrUseLastResponse
 }
 
 func firstEnv(names ...string) string {
