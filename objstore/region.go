@@ -7,6 +7,7 @@ import (
 	"regexp"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 	"gocloud.dev/blob"
 )
@@ -20,11 +21,11 @@ var expectingRegion = regexp.MustCompile(`expecting ['"]([a-z0-9-]+)['"]`)
 // header cannot take the requests anywhere else.
 var regionName = regexp.MustCompile(`^[a-z0-9-]+$`)
 
-// movedTo returns the region an S3 error names as its bucket's when the request was signed for
-// (or sent to) another region: a redirect (301, 302 or 307) carrying X-Amz-Bucket-Region, as S3
-// answers on a regional endpoint, any error response carrying that header, or a 400
-// AuthorizationHeaderMalformed that says which region it expected, as S3-compatible stores with a
-// region of their own answer. It returns "" for any other error.
+// movedTo returns the region an S3 error names as its bucket's when the request may have been
+// signed for (or sent to) another region: a redirect (301, 302 or 307) or a 400 carrying
+// X-Amz-Bucket-Region, as S3 answers, or a 400 AuthorizationHeaderMalformed that says which region
+// it expected, as S3-compatible stores with a region of their own answer. It returns "" for any
+// other error.
 func movedTo(err error) string {
 	var e *Error
 	if errors.As(err, &e) && e.region != "" {
@@ -59,8 +60,8 @@ func (s *Store) follow(ctx context.Context, loc Location, b *blob.Bucket, err er
 	}
 	region := movedTo(err)
 	if region == "" && bareBadRequest(err) {
-		// A HEAD has no body to say why: S3 puts the region in a header (movedTo), S3-compatible
-		// stores such as versitygw and MinIO say nothing. A listing of the key, which has a body,
+		// A HEAD has no body to say why: S3 puts the region in a header (movedTo), some
+		// S3-compatible stores (versitygw) say nothing. A listing of the key, which has a body,
 		// says what is wrong.
 		s.requests.Add(1)
 		_, _, lerr := b.ListPage(ctx, blob.FirstPageToken, 1, &blob.ListOptions{Prefix: loc.Key})
@@ -78,8 +79,9 @@ func (s *Store) follow(ctx context.Context, loc Location, b *blob.Bucket, err er
 	if e.b != b {
 		return e.b, true // moved already, by a request that failed before this one
 	}
-	if e.region == region {
-		return nil, false // moved there already, and still refused: not a question of region
+	var c *s3.Client
+	if e.region == region || (b.As(&c) && c.Options().Region == region) {
+		return nil, false // there already, and still refused: not a question of region
 	}
 	moved := loc
 	moved.Query = cloneQuery(e.query)

@@ -230,3 +230,24 @@ func TestS3RedirectsKeepTheTokenHome(t *testing.T) {
 		}
 	}
 }
+
+// A 400 that names the region the request went to is not a question of region: it is not sent
+// again.
+func TestS3BadRequestInItsOwnRegion(t *testing.T) {
+	var requests atomic.Int64
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Header().Set("X-Amz-Bucket-Region", "us-east-1")
+		w.WriteHeader(http.StatusBadRequest)
+	}))
+	defer hs.Close()
+	s3test.EnvFor(t, hs.URL, s3test.AccessKey, s3test.SecretKey) // AWS_REGION=us-east-1
+	st := objstore.New(objstore.WithMaxAttempts(1))
+	defer st.Close()
+	if _, err := st.Stat(context.Background(), mustParse(t, "s3://lake/x.parquet")); err == nil {
+		t.Fatal("stat succeeded; want the 400")
+	}
+	if n := requests.Load(); n != 1 {
+		t.Errorf("the store got %d requests; want 1 (nothing sent again, nothing asked)", n)
+	}
+}
