@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 	"gocloud.dev/gcerrors"
@@ -124,6 +126,15 @@ func classify(loc Location, op string, err error) error {
 		e.Kind = ErrNoCredentials
 		return e
 	}
+	var ne *net.OpError
+	if e.Code == "" && errors.As(err, &ne) {
+		e.Err = &unreachableError{op: ne, err: err}
+		var ma *retry.MaxAttemptsError
+		if errors.As(err, &ma) {
+			e.Err.(*unreachableError).attempts = ma.Attempt
+		}
+		return e
+	}
 	switch e.Code {
 	case "SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "AllAccessDisabled", // S3
 		"AuthenticationFailed", "AuthorizationFailure", "AuthorizationPermissionMismatch", "InsufficientAccountPermissions": // Azure
@@ -157,6 +168,26 @@ func classify(loc Location, op string, err error) error {
 	}
 	return e
 }
+
+// unreachableError is a request that got no answer: the connection to the store failed (refused,
+// reset, no route, a name that does not resolve). It says so in a line, instead of the SDK's chain
+// of wrappers (an S3 error with "StatusCode: 0, RequestID: , HostID: , request send failed"), and
+// unwraps to that chain.
+type unreachableError struct {
+	op       *net.OpError
+	attempts int // the SDK's attempts when it says how many, else 0
+	err      error
+}
+
+func (e *unreachableError) Error() string {
+	s := "cannot reach the store"
+	if e.attempts > 0 {
+		s += fmt.Sprintf(" (%d attempts)", e.attempts)
+	}
+	return s + ": " + e.op.Error()
+}
+
+func (e *unreachableError) Unwrap() error { return e.err }
 
 func fmtRange(off, n int64) string { return fmt.Sprintf("bytes %d-%d", off, off+n-1) }
 

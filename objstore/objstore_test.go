@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -20,6 +21,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/loaderproject/loader/internal/proctest"
 	"github.com/loaderproject/loader/internal/s3test"
 	"github.com/loaderproject/loader/internal/tcpproxy"
 	"github.com/loaderproject/loader/objstore"
@@ -784,5 +786,23 @@ func TestS3WrongRegion(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "s3://lake") || !strings.Contains(err.Error(), "AWS_REGION=eu-west-3") {
 			t.Errorf("a bucket in another region: %v; want an error naming the bucket and its region", err)
 		}
+	}
+}
+
+// A store that cannot be reached fails in one line that says so, with the attempts made and the
+// connection's error, not the SDK's chain of wrappers; the chain is still there to unwrap.
+func TestUnreachableStore(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t)) // nothing listens there
+	s3test.EnvFor(t, "http://"+addr, s3test.AccessKey, s3test.SecretKey)
+	st := objstore.New(objstore.WithMaxAttempts(2), objstore.WithMaxBackoff(time.Millisecond))
+	defer st.Close()
+	_, err := st.Stat(context.Background(), mustParse(t, "s3://lake/x.parquet"))
+	var ne *net.OpError
+	if err == nil || !errors.As(err, &ne) {
+		t.Fatalf("stat of an unreachable store: %v; want a *net.OpError in the chain", err)
+	}
+	want := "s3://lake/x.parquet: stat: cannot reach the store (2 attempts): dial tcp " + addr + ": connect: connection refused"
+	if err.Error() != want {
+		t.Errorf("stat of an unreachable store: %q; want %q", err, want)
 	}
 }
