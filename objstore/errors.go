@@ -128,11 +128,12 @@ func classify(loc Location, op string, err error) error {
 	}
 	var ne *net.OpError
 	if e.Code == "" && errors.As(err, &ne) {
-		e.Err = &unreachableError{op: ne, err: err}
+		ue := &unreachableError{op: ne, err: err}
 		var ma *retry.MaxAttemptsError
 		if errors.As(err, &ma) {
-			e.Err.(*unreachableError).attempts = ma.Attempt
+			ue.attempts = ma.Attempt
 		}
+		e.Err = ue
 		return e
 	}
 	switch e.Code {
