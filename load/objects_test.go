@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,4 +133,38 @@ func TestConnectionsToTheStoreCut(t *testing.T) {
 	}
 	t.Logf("%d cuts, %d requests, %d fetched on, %d object bytes", p.Cuts(), sum.ObjectRequests, sum.ObjectRetries, sum.ObjectBytes)
 	checkTable(t, dir, fixture.IDs(0, files*rows), fixture.Expected)
+}
+
+// A plan opens the files ahead of the one it reports on, several at once (each costs a GET in a
+// bucket), and still reports them in order, every one, with what a plan of one file at a time finds.
+func TestPlanOpensObjectsAhead(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	const files, rows = 40, 20
+	srv, _ := parquetBucket(t, files, rows)
+	watch := srv.Watch(t, 5*time.Millisecond)
+	s3test.EnvFor(t, watch.URL, s3test.AccessKey, s3test.SecretKey)
+	st := objstore.New()
+	defer st.Close()
+
+	dir, _ := newWarehouse(t, fixture.TableColumns)
+	cfg := baseConfig(t, mem, "s3://data/a/")
+	cfg.Target, cfg.Objects = embeddedAt(dir), st
+	rep, err := load.Plan(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, f := range rep.Files {
+		paths = append(paths, f.Path)
+		if f.Rows != rows || f.Schema != 0 || f.Error != "" {
+			t.Errorf("%s: %+v; want %d rows of schema 0", f.Path, f, rows)
+		}
+	}
+	if len(paths) != files || !slices.IsSorted(paths) || rep.Rows != files*rows {
+		t.Errorf("plan of %d files, %d rows, in order %v; want %d files, %d rows, in lexical order", len(paths), rep.Rows, slices.IsSorted(paths), files, files*rows)
+	}
+	if _, reads := watch.MaxConcurrent(); reads < 2 || reads > 17 {
+		t.Errorf("at most %d objects read at once; want several (2 to 17: up to 16 opened ahead and the one in use)", reads)
+	}
 }

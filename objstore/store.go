@@ -555,60 +555,6 @@ func (s *Store) classify(ctx context.Context, b *blob.Bucket, loc Location, op s
 	return err
 }
 
-// Walk lists the objects under loc's key prefix, calling fn for each in lexical key order as the
-// pages arrive, one page in memory per directory level. With a delimiter of "/", each "directory"
-// is offered to descend first: when descend returns false (a hidden directory), it is not listed.
-// fn's error stops the walk and is returned as it is.
-func (s *Store) Walk(ctx context.Context, loc Location, descend func(dir string) bool, fn func(Object) error) error {
-	listed := false
-	return s.onBucket(ctx, loc, func(b *blob.Bucket) error {
-		if listed {
-			return errors.New("the bucket moved region during the listing") // not reached: a bucket moves on its first request
-		}
-		return s.walk(ctx, b, loc, loc.Key, descend, func(o Object) error {
-			listed = true
-			return fn(o)
-		})
-	})
-}
-
-func (s *Store) walk(ctx context.Context, b *blob.Bucket, loc Location, prefix string, descend func(string) bool, fn func(Object) error) error {
-	token := blob.FirstPageToken
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		s.requests.Add(1)
-		var page []*blob.ListObject
-		var next []byte
-		err := s.metadata(ctx, loc.Scheme, func(ctx context.Context) (err error) {
-			page, next, err = b.ListPage(ctx, token, s.opts.listPage, &blob.ListOptions{Prefix: prefix, Delimiter: "/"})
-			return err
-		})
-		if err != nil && !errors.Is(err, io.EOF) {
-			return s.classify(ctx, b, loc.Child(prefix), "list", err)
-		}
-		for _, o := range page {
-			if o.IsDir {
-				if descend != nil && !descend(o.Key) {
-					continue
-				}
-				if err := s.walk(ctx, b, loc, o.Key, descend, fn); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := fn(Object{Loc: loc.Child(o.Key), Size: o.Size, ModTime: o.ModTime, ETag: listETag(o)}); err != nil {
-				return err
-			}
-		}
-		if len(next) == 0 {
-			return nil
-		}
-		token = next
-	}
-}
-
 // Create writes data to loc only if no object is there (If-None-Match: *), returning the new
 // object's ETag. Another writer's object already there fails with ErrPrecondition.
 func (s *Store) Create(ctx context.Context, loc Location, data []byte) (string, error) {

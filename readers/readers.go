@@ -307,12 +307,8 @@ func WithAllocator(mem memory.Allocator) Option {
 // WithBatchBytes sets the target decoded size of one batch. Default 8 MiB; at least one row. Values
 // below 1 are raised to 1 (every batch then holds one row).
 func WithBatchBytes(n int64) Option {
-	return func(c *config) {
-		if n < 1 {
-			n = 1
-		}
-		c.batchBytes = n
-	}
+	n = max(n, 1)
+	return func(c *config) { c.batchBytes = n }
 }
 
 // WithTable gives the target table, so CSV columns are parsed straight into its canonical types
@@ -360,14 +356,13 @@ func WithMaxAllocation(n int64) Option { return func(c *config) { c.maxAlloc = n
 // *PageTooLargeError (not ErrCorrupt: the file is valid, and reads with a larger cap given the
 // memory) before anything is decompressed; a header claiming more than its column chunk's
 // uncompressed size in the footer fails with ErrCorrupt. Default 1 GiB; values below 1 mean the
-// default. Parquet page sizes are 32-bit, so a cap of 2 GiB or more checks nothing.
+// default. Parquet page sizes are 32-bit, so a cap of 2 GiB or more checks nothing. (Like every
+// Option, it may be applied to many opens at once: it does not write what it captured.)
 func WithMaxPageBytes(n int64) Option {
-	return func(c *config) {
-		if n < 1 {
-			n = DefaultMaxPageBytes
-		}
-		c.maxPage = n
+	if n < 1 {
+		n = DefaultMaxPageBytes
 	}
+	return func(c *config) { c.maxPage = n }
 }
 
 func (c *config) allocLimit(fileSize int64) int64 {
