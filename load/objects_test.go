@@ -168,3 +168,38 @@ func TestPlanOpensObjectsAhead(t *testing.T) {
 		t.Errorf("at most %d objects read at once; want several (2 to 17: up to 16 opened ahead and the one in use)", reads)
 	}
 }
+
+// A load opens the objects ahead of the one it schedules, several at once, whatever the number of
+// decoders: a load of many small objects does not wait a round trip per object. Every row arrives
+// once.
+func TestLoadOpensObjectsAhead(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	const files, rows = 40, 25
+	srv := s3test.Start(t)
+	srv.CreateBucket(t, "data")
+	local := t.TempDir()
+	for i := range files {
+		p := filepath.Join(local, fmt.Sprintf("day=%02d.csv", i))
+		if err := fixture.WriteCSV(p, int64(i*rows), rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.PutDir(t, "data", "c/", local)
+	watch := srv.Watch(t, 5*time.Millisecond)
+	s3test.EnvFor(t, watch.URL, s3test.AccessKey, s3test.SecretKey)
+	st := objstore.New()
+	defer st.Close()
+
+	dir, _ := newWarehouse(t, fixture.CSVColumns)
+	cfg := baseConfig(t, mem, "s3://data/c/")
+	cfg.Target, cfg.Objects, cfg.Decoders = embeddedAt(dir), st, 2
+	sum := run(t, cfg)
+	if sum.Files != files || sum.Rows != files*rows {
+		t.Errorf("loaded %d files, %d rows; want %d, %d", sum.Files, sum.Rows, files, files*rows)
+	}
+	checkTable(t, dir, fixture.IDs(0, files*rows), fixture.CSVExpected)
+	if _, reads := watch.MaxConcurrent(); reads < 3 {
+		t.Errorf("at most %d objects read at once with 2 decoders; want more (opened ahead)", reads)
+	}
+}

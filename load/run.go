@@ -472,21 +472,27 @@ var errLimit = errors.New("row limit reached")
 func (p *pipeline) produce(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(p.cfg.Decoders)
+	files := p.openAhead(gctx)
 	var schedErr error
 	for p.cfg.Limit <= 0 || p.remaining.Load() > 0 {
-		f, ok, err := p.found.next(gctx)
+		o, err := files.next(gctx)
 		if err != nil {
 			schedErr = fmt.Errorf("finding the files: %w", err)
 			break
 		}
-		if !ok || gctx.Err() != nil {
+		if o == nil {
 			break
 		}
-		if err := p.scheduleFile(gctx, g, f); err != nil {
+		if gctx.Err() != nil {
+			o.discard()
+			break
+		}
+		if err := p.scheduleFile(gctx, g, o); err != nil {
 			schedErr = err
 			break
 		}
 	}
+	files.stop()
 	err := g.Wait()
 	if errors.Is(err, errLimit) {
 		err = nil
@@ -513,9 +519,10 @@ func (p *pipeline) unitDone(fr *fileRun, n int64) {
 	}
 }
 
-func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, f readers.File) error {
+func (p *pipeline) scheduleFile(ctx context.Context, g *errgroup.Group, o *openedFile) error {
+	f := o.f
 	i, st := p.files.add(f)
-	src, err := p.open(ctx, f)
+	src, err := o.source(ctx, p)
 	if err != nil {
 		defer p.files.unref(i, st)
 		return p.fileFailed(st, err)

@@ -204,10 +204,13 @@ type csvText struct {
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
 // openText opens a CSV file, undoing gzip or zstd compression (told by magic bytes) and skipping a
-// UTF-8 byte-order mark.
+// UTF-8 byte-order mark; whole, when not nil, is the file's bytes, already read.
 // An object is read in order and not split into units: with one GET and read-ahead, or when
 // sample (Open reads the first rows only) in small blocks, so the unread rest is never fetched.
-func openText(ctx context.Context, f File, sample bool) (*csvText, error) {
+func openText(ctx context.Context, f File, sample bool, whole []byte) (*csvText, error) {
+	if whole != nil {
+		return openSequential(bytes.NewReader(whole), func() error { return nil })
+	}
 	if f.Store != nil {
 		obj, err := openObject(ctx, f)
 		if err != nil {
@@ -325,6 +328,10 @@ type csvSource struct {
 	decimals []*tableschema.Type // per column, for DECIMAL columns
 	batch    int                 // rows per batch
 	split    *csvSplit           // nil when the file is one unit
+	// whole holds a small object's bytes, read whole by Open (one GET) and read again from memory
+	// by its unit, instead of with a GET of its own: a load of many small objects would otherwise
+	// wait a round trip per object for each.
+	whole []byte
 	// fieldBytes is the mean length of each column's fields in the last batch of any unit (the
 	// sample's at first), to size a unit's first batch's text buffers; rowBytes the mean length of
 	// a row's text in the sample.
@@ -339,7 +346,12 @@ func openCSV(ctx context.Context, f File, cfg *config) (_ unitSource, err error)
 		return nil, err
 	}
 	s := &csvSource{f: f, cfg: cfg, d: d}
-	text, err := openText(ctx, f, true)
+	if f.Store != nil && f.Size <= smallObjectBytes {
+		if s.whole, err = readObject(ctx, f); err != nil {
+			return nil, err
+		}
+	}
+	text, err := openText(ctx, f, true, s.whole)
 	if err != nil {
 		return nil, err
 	}
@@ -557,7 +569,7 @@ func (s *csvSource) readUnit(ctx context.Context, unit int, fn func(arrow.Record
 	err = st.run(ctx, func() error {
 		var err error
 		if unit == 0 {
-			text, err = openText(ctx, s.f, false)
+			text, err = openText(ctx, s.f, false, s.whole)
 		} else {
 			text, err = openTextAt(s.f.Path, start.off)
 		}

@@ -251,6 +251,18 @@ func openObject(ctx context.Context, f File) (*objstore.Reader, error) {
 	return f.Store.Open(ctx, obj)
 }
 
+// smallObjectBytes is the size up to which a CSV object is read whole, with one GET, by Open.
+const smallObjectBytes = 256 << 10
+
+// readObject reads f, an object, whole, with one GET (none when it is empty).
+func readObject(ctx context.Context, f File) ([]byte, error) {
+	r, err := openObject(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	return r.ReadTail(ctx, f.Size)
+}
+
 // objectFormat tells an object's format from its name, or from its first bytes (one small GET)
 // when the name does not say or force asks for a check.
 func objectFormat(ctx context.Context, f File, force Format) (Format, error) {

@@ -423,3 +423,57 @@ func openAndRead(ctx context.Context, f readers.File) error {
 	defer src.Close()
 	return src.ReadUnit(ctx, 0, func(arrow.RecordBatch) error { return nil })
 }
+
+// A small CSV object (256 KiB or less) costs one GET: Open reads it whole and its unit reads it
+// again from memory. A larger one is sampled by Open and streamed by its unit, as before. Both read
+// the rows a local file of the same bytes gives.
+func TestSmallCSVObjectOneGET(t *testing.T) {
+	srv, st := objectStore(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		rows int64
+		gets func(int64) bool
+		want string
+	}{
+		{"small.csv", 500, func(n int64) bool { return n == 1 }, "1"},
+		{"large.csv", 20000, func(n int64) bool { return n >= 2 }, "2 or more"},
+	} {
+		local := filepath.Join(t.TempDir(), c.name)
+		if err := fixture.WriteCSV(local, 0, c.rows); err != nil {
+			t.Fatal(err)
+		}
+		srv.PutFile(t, "data", "csv/"+c.name, local)
+		files, err := readers.Discover(ctx, []string{"s3://data/csv/" + c.name}, readers.WithObjectStore(st))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if small := files[0].Size <= 256<<10; small != (c.name == "small.csv") {
+			t.Fatalf("%s is %d bytes: the test wants small.csv at most 256 KiB and large.csv more", c.name, files[0].Size)
+		}
+		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+		lsrc, err := readers.Open(ctx, readers.File{Path: local}, readers.WithAllocator(mem))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := collect(t, lsrc, 0)
+		lsrc.Close()
+
+		req0, _ := st.Stats()
+		src, err := readers.Open(ctx, files[0], readers.WithAllocator(mem))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := collect(t, src, 0)
+		src.Close()
+		if req, _ := st.Stats(); !c.gets(req - req0) {
+			t.Errorf("%s (%d bytes): opening and reading it took %d requests; want %s", c.name, files[0].Size, req-req0, c.want)
+		}
+		if !array.RecordEqual(got, want) {
+			t.Errorf("%s: the rows read from the bucket differ from the local file's", c.name)
+		}
+		got.Release()
+		want.Release()
+		mem.AssertSize(t, 0)
+	}
+}
