@@ -50,6 +50,9 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		sum.Error = err.Error()
 		if sum.VerifiedRows == nil && sum.NotVerified == "" {
 			sum.NotVerified = "the load failed"
+			if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+				sum.NotVerified = "the load was interrupted"
+			}
 		}
 		return sum, err
 	}

@@ -380,6 +380,9 @@ func TestInterruptExits130AndResumes(t *testing.T) {
 	if first.Rows <= 0 || first.Rows >= 6000 {
 		t.Fatalf("interrupted load acknowledged %d rows; want some but not all of 6000", first.Rows)
 	}
+	if first.NotVerified != "the load was interrupted" || !strings.Contains(errb.String(), "loader: interrupted;") || strings.Contains(errb.String(), "context canceled") {
+		t.Errorf("interrupted load: not_verified %q, stderr %q; want it called an interrupt, not a failure or a cancelled context", first.NotVerified, errb.String())
+	}
 	second := parseSummary(t, mustLoader(t, args...).stdout)
 	if first.Rows+second.Rows != 6000 {
 		t.Errorf("runs loaded %d + %d rows; want 6000", first.Rows, second.Rows)

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -16,7 +17,12 @@ func main() {
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	code := exitCode(ctx, err) // before stop(), which cancels ctx
 	stop()
-	if err != nil && code != exitOK {
+	switch {
+	case err == nil || code == exitOK:
+	case code == exitInterrupted && errors.Is(err, context.Canceled):
+		// the cancellation's own text ("context canceled") says nothing to the user
+		fmt.Fprintln(os.Stderr, "loader: interrupted; a load records what was acknowledged, and the same command resumes it")
+	default:
 		fmt.Fprintln(os.Stderr, "loader:", err)
 	}
 	os.Exit(code)
