@@ -101,9 +101,10 @@ func Plan(ctx context.Context, cfg Config) (*PlanReport, error) {
 	return rep, nil
 }
 
-// openAhead is how many files a dry run opens ahead of the one it reports on. Opening a file in a
-// bucket costs a round trip or two (its footer, its first bytes), which this many overlap: a plan of
-// 2,000 objects behind 25 ms of latency took 58 s opening them one at a time.
+// openAhead is how many files a dry run opens ahead of the one it reports on, and a load ahead of
+// the one it schedules (objects only, filesAhead). Opening a file in a bucket costs a round trip or
+// two (its footer, its first bytes), which this many overlap: a plan of 2,000 objects behind 25 ms
+// of latency took 58 s opening them one at a time, 6.9 s opening them ahead.
 const openAhead = 16
 
 // openInOrder opens files, up to openAhead ahead of the one in use, and calls use with each in
