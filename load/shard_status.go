@@ -120,11 +120,10 @@ func (p *pipeline) shardStatus(ctx context.Context, sel Selector, base, key stri
 		return ShardStatus{}, err
 	}
 	st.Files = len(files)
-	for _, f := range files {
-		src, err := readers.Open(ctx, f, p.readerOptions()...)
+	openInOrder(ctx, files, p.readerOptions(), func(f readers.File, src readers.Source, err error) {
 		if err != nil {
 			st.FailedFiles = append(st.FailedFiles, FileFailure{Path: f.Path, Error: err.Error(), err: err})
-			continue
+			return
 		}
 		id := fileID(f, fingerprint(src.Schema()))
 		id.Layout = layout(src.Units()) // as the load records it
@@ -149,7 +148,7 @@ func (p *pipeline) shardStatus(ctx context.Context, sel Selector, base, key stri
 			}
 		}
 		src.Close()
-	}
+	})
 	switch {
 	case st.State == ShardNotStarted && st.Units == 0 && len(st.FailedFiles) == 0:
 		st.State = ShardDone // an empty share
