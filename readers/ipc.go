@@ -53,8 +53,8 @@ func openIPCFile(ctx context.Context, f File, cfg *config) (src unitSource, err 
 	s := &ipcFileSource{f: f, cfg: cfg, fh: fh}
 	if obj, ok := fh.(*objstore.Reader); ok {
 		s.obj = obj
-		// the footer in one suffix-range request; the messages' metadata are read one by one
-		if _, err := obj.ReadTail(ctx, footerGuess); err != nil {
+		// the footer in one suffix-range request (a small file whole); the messages' metadata are read one by one
+		if _, err := obj.ReadTail(ctx, firstRead(f.Size)); err != nil {
 			return nil, err
 		}
 	}

@@ -251,8 +251,19 @@ func openObject(ctx context.Context, f File) (*objstore.Reader, error) {
 	return f.Store.Open(ctx, obj)
 }
 
-// smallObjectBytes is the size up to which a CSV object is read whole, with one GET, by Open.
-const smallObjectBytes = 256 << 10
+// smallObjectBytes is the size up to which Open reads an object whole with its first GET (a
+// Parquet or Arrow IPC file's footer read, a CSV file's sample), so that its units cost no request
+// of their own: a load of many small objects would otherwise wait a round trip more per object.
+const smallObjectBytes = 1 << 20
+
+// firstRead is how many bytes of an object's end Open's first (suffix-range) request asks for: a
+// small object whole, else footerGuess.
+func firstRead(size int64) int64 {
+	if size <= smallObjectBytes {
+		return size
+	}
+	return footerGuess
+}
 
 // readObject reads f, an object, whole, with one GET (none when it is empty).
 func readObject(ctx context.Context, f File) ([]byte, error) {

@@ -108,12 +108,17 @@ func TestDiscoverObjects(t *testing.T) {
 // Parquet row group, a run of IPC batches), each byte read about once.
 func TestObjectReadsLikeLocal(t *testing.T) {
 	srv, st := objectStore(t)
+	// More than 1 MiB, so the units are fetched by ranged GETs; 1 MiB or less, so Open reads the
+	// object whole and its units cost no request.
 	for _, c := range []struct {
 		name  string
 		write func(string) error
+		whole bool
 	}{
-		{"f.parquet", func(p string) error { return fixture.WriteParquet(p, 0, 5000, 1000) }},
-		{"f.arrow", func(p string) error { return fixture.WriteIPC(p, 0, 5000, 1000, false) }},
+		{"f.parquet", func(p string) error { return fixture.WriteParquet(p, 0, 20000, 4000) }, false},
+		{"f.arrow", func(p string) error { return fixture.WriteIPC(p, 0, 20000, 4000, false) }, false},
+		{"small.parquet", func(p string) error { return fixture.WriteParquet(p, 0, 5000, 1000) }, true},
+		{"small.arrow", func(p string) error { return fixture.WriteIPC(p, 0, 5000, 1000, false) }, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			local := filepath.Join(t.TempDir(), c.name)
@@ -140,7 +145,13 @@ func TestObjectReadsLikeLocal(t *testing.T) {
 			src.Close()
 			req, byt := st.Stats()
 			units := int64(len(src.Units()))
-			if units < 2 || req-req0 > 1+units || req-req0 < 2 {
+			if small := files[0].Size <= 1<<20; small != c.whole {
+				t.Fatalf("%s is %d bytes: the test wants it %s 1 MiB", c.name, files[0].Size, map[bool]string{true: "at most", false: "more than"}[c.whole])
+			}
+			switch {
+			case c.whole && req-req0 != 1:
+				t.Errorf("%d requests for an object of %d bytes in %d units; want 1 (read whole with the footer)", req-req0, files[0].Size, units)
+			case !c.whole && (units < 2 || req-req0 > 1+units || req-req0 < 2):
 				t.Errorf("%d requests for a footer and %d units; want at most one each (a unit within the footer's read needs none)", req-req0, units)
 			}
 			if amp := float64(byt-bytes0) / float64(files[0].Size); amp > 1.1 {
@@ -424,7 +435,7 @@ func openAndRead(ctx context.Context, f readers.File) error {
 	return src.ReadUnit(ctx, 0, func(arrow.RecordBatch) error { return nil })
 }
 
-// A small CSV object (256 KiB or less) costs one GET: Open reads it whole and its unit reads it
+// A small CSV object (1 MiB or less) costs one GET: Open reads it whole and its unit reads it
 // again from memory. A larger one is sampled by Open and streamed by its unit, as before. Both read
 // the rows a local file of the same bytes gives.
 func TestSmallCSVObjectOneGET(t *testing.T) {
@@ -448,8 +459,8 @@ func TestSmallCSVObjectOneGET(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if small := files[0].Size <= 256<<10; small != (c.name == "small.csv") {
-			t.Fatalf("%s is %d bytes: the test wants small.csv at most 256 KiB and large.csv more", c.name, files[0].Size)
+		if small := files[0].Size <= 1<<20; small != (c.name == "small.csv") {
+			t.Fatalf("%s is %d bytes: the test wants small.csv at most 1 MiB and large.csv more", c.name, files[0].Size)
 		}
 		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 		lsrc, err := readers.Open(ctx, readers.File{Path: local}, readers.WithAllocator(mem))

@@ -73,8 +73,9 @@ func openParquet(ctx context.Context, f File, cfg *config) (src unitSource, err 
 	}
 	obj, _ := fh.(*objstore.Reader)
 	if obj != nil {
-		// the footer and its length in one suffix-range request (a larger footer takes one more)
-		if _, err := obj.ReadTail(ctx, footerGuess); err != nil {
+		// the footer and its length in one suffix-range request (a larger footer takes one more; a
+		// small file comes whole)
+		if _, err := obj.ReadTail(ctx, firstRead(f.Size)); err != nil {
 			return nil, err
 		}
 	}
