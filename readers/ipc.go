@@ -2,6 +2,7 @@ package readers
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -210,12 +211,19 @@ type ipcStreamSource struct {
 	cfg    *config
 	mem    memory.Allocator
 	schema *arrow.Schema
+	whole  []byte // a small object's bytes, read whole by Open and read again from memory by its unit
 }
 
 func openIPCStream(ctx context.Context, f File, cfg *config) (unitSource, error) {
 	s := &ipcStreamSource{f: f, cfg: cfg}
 	s.mem = limitAllocator(cfg, f.Size)
-	fh, rd, err := openStream(ctx, f, false)
+	if f.Store != nil && f.Size <= smallObjectBytes {
+		var err error
+		if s.whole, err = readObject(ctx, f); err != nil {
+			return nil, err
+		}
+	}
+	fh, rd, err := s.open(ctx, false)
 	if err != nil {
 		return nil, err
 	}
@@ -245,6 +253,14 @@ func (s *ipcStreamSource) Close() error          { return nil }
 
 func (s *ipcStreamSource) unitName() string { return "stream" }
 
+// open is openStream, from memory when Open read the object whole.
+func (s *ipcStreamSource) open(ctx context.Context, whole bool) (io.ReaderAt, io.ReadCloser, error) {
+	if s.whole != nil {
+		return bytes.NewReader(s.whole), io.NopCloser(bytes.NewReader(s.whole)), nil
+	}
+	return openStream(ctx, s.f, whole)
+}
+
 func (s *ipcStreamSource) readUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {
 	if unit != 0 {
 		return fmt.Errorf("no such unit (a stream is one unit)")
@@ -252,7 +268,7 @@ func (s *ipcStreamSource) readUnit(ctx context.Context, unit int, fn func(arrow.
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	fh, rd, err := openStream(ctx, s.f, true)
+	fh, rd, err := s.open(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -271,8 +287,12 @@ func (s *ipcStreamSource) readUnit(ctx context.Context, unit int, fn func(arrow.
 		rd.Close()
 	})
 	err = st.run(ctx, func() error {
-		if err := ipcguard.CheckStream(fh, s.f.Size); err != nil {
-			return err
+		// An object's messages were checked by Open, and every read of it since is of that version
+		// (the ETag it was listed with): checking them again would cost a GET per message.
+		if s.f.Store == nil {
+			if err := ipcguard.CheckStream(fh, s.f.Size); err != nil {
+				return err
+			}
 		}
 		var err error
 		r, err = newStreamReader(rd, s.mem, s.f.Size)
