@@ -18,7 +18,6 @@ import (
 // the rest with a ranged GET. Its methods may be called from several goroutines at once.
 type Reader struct {
 	s   *Store
-	b   *blob.Bucket
 	obj Object
 
 	mu   sync.Mutex
@@ -27,18 +26,10 @@ type Reader struct {
 
 // Open returns a Reader of obj, whose Size and ETag are those listed.
 func (s *Store) Open(ctx context.Context, obj Object) (*Reader, error) {
-	b, err := s.bucket(ctx, obj.Loc)
-	if err != nil {
+	if _, err := s.bucket(ctx, obj.Loc); err != nil {
 		return nil, err
 	}
-	return &Reader{s: s, b: b, obj: obj}, nil
-}
-
-// bucket is the bucket to send the Reader's requests to: the Store's, or the one it moved to.
-func (r *Reader) bucket() *blob.Bucket {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.b
+	return &Reader{s: s, obj: obj}, nil
 }
 
 // Object is the object being read.
@@ -114,31 +105,29 @@ func (r *Reader) getOnce(ctx context.Context, p []byte, off int64, suffix bool) 
 // context, derived from ctx), and checks the version that answers; off and n name the range in
 // errors. A response that stalls before its headers is a *bodyError, to be fetched on.
 func (r *Reader) openRange(ctx, gctx context.Context, w *watchdog, start, length int64, opts *blob.ReaderOptions, off, n int64) (*blob.Reader, error) {
-	b := r.bucket()
 	var rr *blob.Reader
-	get := func() (err error) {
-		r.s.requests.Add(1)
-		rr, err = b.NewRangeReader(r.s.sdkCtx(gctx, r.obj.Loc.Scheme, false), r.obj.Loc.Key, start, length, opts)
-		return err
-	}
-	open := get
-	if headersWatched(r.obj.Loc.Scheme) {
-		open = func() error { return w.open(get) }
-	}
-	err := open()
-	if nb, ok := r.s.follow(ctx, r.obj.Loc, b, err); ok {
-		// the bucket lives in another region: this Reader's later GETs go there too
-		r.mu.Lock()
-		r.b = nb
-		r.mu.Unlock()
-		b = nb
-		err = open()
-	}
-	if err != nil {
-		if errors.Is(err, errStalled) && ctx.Err() == nil {
-			return nil, &bodyError{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Err: err}
+	err := r.s.onBucket(ctx, r.obj.Loc, func(b *blob.Bucket) error {
+		get := func() (err error) {
+			r.s.requests.Add(1)
+			rr, err = b.NewRangeReader(r.s.sdkCtx(gctx, r.obj.Loc.Scheme, false), r.obj.Loc.Key, start, length, opts)
+			return err
 		}
-		return nil, r.readErr(ctx, err, off, n)
+		var err error
+		if headersWatched(r.obj.Loc.Scheme) {
+			err = w.open(get)
+		} else {
+			err = get()
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, errStalled) && ctx.Err() == nil:
+			return &bodyError{URL: r.obj.URL(), Op: "read " + fmtRange(off, n), Err: err}
+		}
+		return r.readErr(ctx, err, off, n)
+	})
+	if err != nil {
+		return nil, err
 	}
 	if v := readVersion(rr); v != "" && r.obj.ETag != "" && v != r.obj.ETag {
 		_ = rr.Close()
@@ -166,7 +155,12 @@ func readBody(read func([]byte) (int, error), p []byte) (int64, error) {
 }
 
 func (r *Reader) readErr(ctx context.Context, err error, off, n int64) error {
-	err = r.s.classify(ctx, r.bucket(), r.obj.Loc, "read "+fmtRange(off, n), err)
+	op := "read " + fmtRange(off, n)
+	if b, berr := r.s.bucket(ctx, r.obj.Loc); berr == nil { // opened by Open: the Store's, or the one it moved to
+		err = r.s.classify(ctx, b, r.obj.Loc, op, err)
+	} else {
+		err = classify(r.obj.Loc, op, err)
+	}
 	var e *Error
 	if errors.As(err, &e) && errors.Is(e.Kind, ErrPrecondition) {
 		e.Kind = ErrChanged // the If-Match of a read: another version is there now
