@@ -49,8 +49,9 @@ type filesAhead struct {
 	once   sync.Once
 }
 
-// openAhead starts handing over p's files; stop ends it.
-func (p *pipeline) openAhead(ctx context.Context) *filesAhead {
+// openAhead starts handing over the files next gives (ok false: no more, err: discovery failed),
+// opened by p; stop ends it. next is called from one goroutine.
+func (p *pipeline) openAhead(ctx context.Context, next func(context.Context) (f readers.File, ok bool, err error)) *filesAhead {
 	actx, cancel := context.WithCancel(ctx)
 	a := &filesAhead{ch: make(chan *openedFile, openAhead-1), cancel: cancel}
 	a.wg.Add(1)
@@ -58,7 +59,7 @@ func (p *pipeline) openAhead(ctx context.Context) *filesAhead {
 		defer a.wg.Done()
 		defer close(a.ch)
 		for {
-			f, ok, err := p.found.next(actx)
+			f, ok, err := next(actx)
 			if !ok {
 				a.err = err
 				return
@@ -106,4 +107,26 @@ func (a *filesAhead) stop() {
 		}
 		a.wg.Wait()
 	})
+}
+
+// eachOpened calls use with each of files in order, opened as a load opens them (objects ahead):
+// its source, which use closes, or the error opening it. It stops early only when ctx ends.
+func (p *pipeline) eachOpened(ctx context.Context, files []readers.File, use func(readers.File, readers.Source, error)) {
+	i := 0
+	a := p.openAhead(ctx, func(context.Context) (readers.File, bool, error) {
+		if i == len(files) {
+			return readers.File{}, false, nil
+		}
+		i++
+		return files[i-1], true, nil
+	})
+	defer a.stop()
+	for {
+		o, _ := a.next(ctx)
+		if o == nil {
+			return
+		}
+		src, err := o.source(ctx, p)
+		use(o.f, src, err)
+	}
 }

@@ -475,7 +475,7 @@ var errLimit = errors.New("row limit reached")
 func (p *pipeline) produce(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(p.cfg.Decoders)
-	files := p.openAhead(gctx)
+	files := p.openAhead(gctx, p.found.next)
 	var schedErr error
 	for p.cfg.Limit <= 0 || p.remaining.Load() > 0 {
 		o, err := files.next(gctx)

@@ -120,7 +120,7 @@ func (p *pipeline) shardStatus(ctx context.Context, sel Selector, base, key stri
 		return ShardStatus{}, err
 	}
 	st.Files = len(files)
-	openInOrder(ctx, files, p.readerOptions(), func(f readers.File, src readers.Source, err error) {
+	p.eachOpened(ctx, files, func(f readers.File, src readers.Source, err error) {
 		if err != nil {
 			st.FailedFiles = append(st.FailedFiles, FileFailure{Path: f.Path, Error: err.Error(), err: err})
 			return
