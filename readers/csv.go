@@ -346,10 +346,8 @@ func openCSV(ctx context.Context, f File, cfg *config) (_ unitSource, err error)
 		return nil, err
 	}
 	s := &csvSource{f: f, cfg: cfg, d: d}
-	if f.Store != nil && f.Size <= smallObjectBytes {
-		if s.whole, err = readObject(ctx, f); err != nil {
-			return nil, err
-		}
+	if s.whole, err = readSmall(ctx, f); err != nil {
+		return nil, err
 	}
 	text, err := openText(ctx, f, true, s.whole)
 	if err != nil {

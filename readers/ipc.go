@@ -217,11 +217,9 @@ type ipcStreamSource struct {
 func openIPCStream(ctx context.Context, f File, cfg *config) (unitSource, error) {
 	s := &ipcStreamSource{f: f, cfg: cfg}
 	s.mem = limitAllocator(cfg, f.Size)
-	if f.Store != nil && f.Size <= smallObjectBytes {
-		var err error
-		if s.whole, err = readObject(ctx, f); err != nil {
-			return nil, err
-		}
+	var err error
+	if s.whole, err = readSmall(ctx, f); err != nil {
+		return nil, err
 	}
 	fh, rd, err := s.open(ctx, false)
 	if err != nil {

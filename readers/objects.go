@@ -265,8 +265,12 @@ func firstRead(size int64) int64 {
 	return footerGuess
 }
 
-// readObject reads f, an object, whole, with one GET (none when it is empty).
-func readObject(ctx context.Context, f File) ([]byte, error) {
+// readSmall reads f whole with one GET when it is an object of smallObjectBytes or less (none when
+// it is empty), for a source read in order to keep and read again from memory; nil otherwise.
+func readSmall(ctx context.Context, f File) ([]byte, error) {
+	if f.Store == nil || f.Size > smallObjectBytes {
+		return nil, nil
+	}
 	r, err := openObject(ctx, f)
 	if err != nil {
 		return nil, err
