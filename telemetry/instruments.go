@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,6 +23,22 @@ type LoadLabels struct {
 	Shard  string // "shard-K-of-N", or "none" for an unsharded load
 }
 
+// attrs is the labels as a measurement's attributes, extra ones after them.
+func (l LoadLabels) attrs(extra ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{
+		attribute.String("table", l.Table), attribute.String("target", l.Target), attribute.String("shard", l.Shard)}, extra...)...))
+}
+
+// counter registers an observable counter that reports read() with attrs when collected.
+func (p *Provider) counter(name, desc string, attrs metric.MeasurementOption, read func() int64) error {
+	_, err := p.meter.Int64ObservableCounter(name, metric.WithDescription(desc),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(read(), attrs)
+			return nil
+		}))
+	return err
+}
+
 // ObserveLoad instruments one load. Counters and gauges read pr when collected, so they equal the
 // load's summary at the end: loader_rows_read_total, loader_rows_acked_total,
 // loader_bytes_acked_total, loader_rows_quarantined_total, loader_files_total{state="found"|"done"|
@@ -30,21 +47,13 @@ type LoadLabels struct {
 // the load's client (flightclient.WithEvents).
 func (p *Provider) ObserveLoad(pr *load.Progress, l LoadLabels) (flightclient.Events, error) {
 	m := p.meter
-	attrs := metric.WithAttributeSet(attribute.NewSet(
-		attribute.String("table", l.Table), attribute.String("target", l.Target), attribute.String("shard", l.Shard)))
-	var errs []error
-	counter := func(name, desc string, read func() int64) {
-		_, err := m.Int64ObservableCounter(name, metric.WithDescription(desc),
-			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-				o.Observe(read(), attrs)
-				return nil
-			}))
-		errs = append(errs, err)
+	attrs := l.attrs()
+	errs := []error{
+		p.counter("loader_rows_read", "Rows decoded from the sources (bad rows quarantined included).", attrs, pr.RowsRead.Load),
+		p.counter("loader_rows_acked", "Rows the target acknowledged as durable.", attrs, pr.Rows.Load),
+		p.counter("loader_bytes_acked", "Arrow IPC frame bytes the target acknowledged.", attrs, pr.Bytes.Load),
+		p.counter("loader_rows_quarantined", "Bad rows written to the dead-letter files.", attrs, pr.Quarantined.Load),
 	}
-	counter("loader_rows_read", "Rows decoded from the sources (bad rows quarantined included).", pr.RowsRead.Load)
-	counter("loader_rows_acked", "Rows the target acknowledged as durable.", pr.Rows.Load)
-	counter("loader_bytes_acked", "Arrow IPC frame bytes the target acknowledged.", pr.Bytes.Load)
-	counter("loader_rows_quarantined", "Bad rows written to the dead-letter files.", pr.Quarantined.Load)
 	states := []struct {
 		state string
 		read  func() int64
@@ -52,9 +61,7 @@ func (p *Provider) ObserveLoad(pr *load.Progress, l LoadLabels) (flightclient.Ev
 	_, err := m.Int64ObservableCounter("loader_files", metric.WithDescription("Files of the load by state: found, done (read to the end or stopped), failed."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
 			for _, s := range states {
-				o.Observe(s.read(), metric.WithAttributeSet(attribute.NewSet(
-					attribute.String("table", l.Table), attribute.String("target", l.Target), attribute.String("shard", l.Shard),
-					attribute.String("state", s.state))))
+				o.Observe(s.read(), l.attrs(attribute.String("state", s.state)))
 			}
 			return nil
 		}))
@@ -102,23 +109,13 @@ func (p *Provider) ObserveLoad(pr *load.Progress, l LoadLabels) (flightclient.Ev
 // loader_object_retries_total (GETs sent again after a response broke off or stalled), read from
 // st when collected.
 func (p *Provider) ObserveObjects(st *objstore.Store, l LoadLabels) error {
-	attrs := metric.WithAttributeSet(attribute.NewSet(
-		attribute.String("table", l.Table), attribute.String("target", l.Target), attribute.String("shard", l.Shard)))
-	for _, c := range []struct {
-		name, desc string
-		read       func() int64
-	}{
-		{"loader_object_requests", "Requests sent to object stores (GETs, HEADs, list pages, PUTs; the SDKs' own retries not counted).", func() int64 { r, _ := st.Stats(); return r }},
-		{"loader_object_bytes", "Object bytes read from object stores.", func() int64 { _, b := st.Stats(); return b }},
-		{"loader_object_retries", "GETs sent again after a response broke off or stalled.", st.Retries},
-	} {
-		if _, err := p.meter.Int64ObservableCounter(c.name, metric.WithDescription(c.desc),
-			metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-				o.Observe(c.read(), attrs)
-				return nil
-			})); err != nil {
-			return fmt.Errorf("telemetry: %w", err)
-		}
+	attrs := l.attrs()
+	if err := errors.Join(
+		p.counter("loader_object_requests", "Requests sent to object stores (GETs, HEADs, list pages, PUTs; the SDKs' own retries not counted).", attrs, func() int64 { r, _ := st.Stats(); return r }),
+		p.counter("loader_object_bytes", "Object bytes read from object stores.", attrs, func() int64 { _, b := st.Stats(); return b }),
+		p.counter("loader_object_retries", "GETs sent again after a response broke off or stalled.", attrs, st.Retries),
+	); err != nil {
+		return fmt.Errorf("telemetry: %w", err)
 	}
 	return nil
 }
