@@ -40,6 +40,16 @@ func parquetBucket(t *testing.T, files, rows int) (*s3test.Server, *objstore.Sto
 	return srv, st
 }
 
+// bucketConfig is a load of sources through st into a new embedded warehouse of the given columns,
+// returned with the warehouse's directory.
+func bucketConfig(t *testing.T, mem memory.Allocator, st *objstore.Store, columns string, sources ...string) (load.Config, string) {
+	t.Helper()
+	dir, _ := newWarehouse(t, columns)
+	cfg := baseConfig(t, mem, sources...)
+	cfg.Target, cfg.Objects = embeddedAt(dir), st
+	return cfg, dir
+}
+
 // A listing that fails after the load has started (here a second source that matches nothing) fails
 // the load with the listing's error; what was acknowledged stays acknowledged, and a re-run of the
 // good source loads the rest exactly once.
@@ -49,9 +59,7 @@ func TestListingFailingPartWayResumesExactlyOnce(t *testing.T) {
 	const files, rows = 6, 500
 	_, st := parquetBucket(t, files, rows)
 
-	dir, _ := newWarehouse(t, fixture.TableColumns)
-	cfg := baseConfig(t, mem, "s3://data/a/", "s3://data/none/")
-	cfg.Target, cfg.Objects = embeddedAt(dir), st
+	cfg, dir := bucketConfig(t, mem, st, fixture.TableColumns, "s3://data/a/", "s3://data/none/")
 	first, err := load.Run(context.Background(), cfg)
 	if !errors.Is(err, readers.ErrNoFiles) || first == nil {
 		t.Fatalf("Run with a source matching nothing: %v; want ErrNoFiles with a summary", err)
@@ -74,9 +82,7 @@ func TestEndpointFromURLParameters(t *testing.T) {
 	srv, st := parquetBucket(t, files, rows)
 	t.Setenv("AWS_ENDPOINT_URL_S3", "") // the URL alone names the endpoint
 
-	dir, _ := newWarehouse(t, fixture.TableColumns)
-	cfg := baseConfig(t, mem, "s3://data/a/?endpoint="+srv.Endpoint+"&use_path_style=true")
-	cfg.Target, cfg.Objects = embeddedAt(dir), st
+	cfg, dir := bucketConfig(t, mem, st, fixture.TableColumns, "s3://data/a/?endpoint="+srv.Endpoint+"&use_path_style=true")
 	sum := run(t, cfg)
 	if sum.Files != files || sum.Rows != files*rows {
 		t.Errorf("loaded %d files, %d rows; want %d, %d", sum.Files, sum.Rows, files, files*rows)
@@ -119,9 +125,7 @@ func TestConnectionsToTheStoreCut(t *testing.T) {
 			}
 		}
 	}()
-	dir, _ := newWarehouse(t, fixture.TableColumns)
-	cfg := baseConfig(t, mem, "s3://data/a/")
-	cfg.Target, cfg.Objects = embeddedAt(dir), st
+	cfg, dir := bucketConfig(t, mem, st, fixture.TableColumns, "s3://data/a/")
 	sum := run(t, cfg)
 	close(done)
 	<-cutter
@@ -143,13 +147,10 @@ func TestPlanOpensObjectsAhead(t *testing.T) {
 	const files, rows = 40, 20
 	srv, _ := parquetBucket(t, files, rows)
 	watch := srv.Watch(t, 5*time.Millisecond)
-	s3test.EnvFor(t, watch.URL, s3test.AccessKey, s3test.SecretKey)
 	st := objstore.New()
 	defer st.Close()
 
-	dir, _ := newWarehouse(t, fixture.TableColumns)
-	cfg := baseConfig(t, mem, "s3://data/a/")
-	cfg.Target, cfg.Objects = embeddedAt(dir), st
+	cfg, _ := bucketConfig(t, mem, st, fixture.TableColumns, "s3://data/a/")
 	rep, err := load.Plan(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -187,13 +188,11 @@ func TestLoadOpensObjectsAhead(t *testing.T) {
 	}
 	srv.PutDir(t, "data", "c/", local)
 	watch := srv.Watch(t, 5*time.Millisecond)
-	s3test.EnvFor(t, watch.URL, s3test.AccessKey, s3test.SecretKey)
 	st := objstore.New()
 	defer st.Close()
 
-	dir, _ := newWarehouse(t, fixture.CSVColumns)
-	cfg := baseConfig(t, mem, "s3://data/c/")
-	cfg.Target, cfg.Objects, cfg.Decoders = embeddedAt(dir), st, 2
+	cfg, dir := bucketConfig(t, mem, st, fixture.CSVColumns, "s3://data/c/")
+	cfg.Decoders = 2
 	sum := run(t, cfg)
 	if sum.Files != files || sum.Rows != files*rows {
 		t.Errorf("loaded %d files, %d rows; want %d, %d", sum.Files, sum.Rows, files, files*rows)

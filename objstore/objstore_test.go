@@ -523,15 +523,9 @@ func TestThrottlingRetriedAsConfigured(t *testing.T) {
 // A GCS endpoint that answers 503 for good fails a request after WithMaxAttempts attempts (the GCS
 // client's own default is to retry until the context ends), with the URL and the status.
 func TestGCSThrottlingBounded(t *testing.T) {
-	var served atomic.Int64
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		served.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = io.WriteString(w, `{"error":{"code":503,"message":"Please reduce your request rate."}}`)
-	}))
-	defer hs.Close()
-	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(hs.URL, "http://"))
+	slow := s3test.Answer(t, http.StatusServiceUnavailable, http.Header{"Content-Type": {"application/json"}},
+		`{"error":{"code":503,"message":"Please reduce your request rate."}}`)
+	t.Setenv("STORAGE_EMULATOR_HOST", strings.TrimPrefix(slow.URL, "http://"))
 	st := objstore.New(objstore.WithMaxAttempts(3), objstore.WithMaxBackoff(time.Millisecond))
 	defer st.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a mutation fails, not hangs
@@ -540,7 +534,7 @@ func TestGCSThrottlingBounded(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "gs://data/k") || !strings.Contains(err.Error(), "503") || ctx.Err() != nil {
 		t.Errorf("Stat against an endpoint that always answers 503: %v; want a 503 naming gs://data/k before the deadline", err)
 	}
-	if n := served.Load(); n != 3 {
+	if n := slow.Requests.Load(); n != 3 {
 		t.Errorf("%d attempts; want 3 (WithMaxAttempts)", n)
 	}
 }
@@ -767,16 +761,10 @@ func TestS3WithoutARegion(t *testing.T) {
 // A bucket that S3 still says is in another region once its requests went there (here, every
 // request gets S3's 301 PermanentRedirect naming eu-west-3) fails naming the region to set.
 func TestS3WrongRegion(t *testing.T) {
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Amz-Bucket-Region", "eu-west-3")
-		w.Header().Set("Content-Type", "application/xml")
-		w.WriteHeader(http.StatusMovedPermanently)
-		if r.Method != http.MethodHead {
-			_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>PermanentRedirect</Code><Message>The bucket you are attempting to access must be addressed using the specified endpoint.</Message><Endpoint>lake.s3.eu-west-3.amazonaws.com</Endpoint><Bucket>lake</Bucket></Error>`)
-		}
-	}))
-	defer hs.Close()
-	s3test.EnvFor(t, hs.URL, s3test.AccessKey, s3test.SecretKey)
+	moved := s3test.Answer(t, http.StatusMovedPermanently,
+		http.Header{"Content-Type": {"application/xml"}, "X-Amz-Bucket-Region": {"eu-west-3"}},
+		s3test.ErrorXML("PermanentRedirect", "The bucket you are attempting to access must be addressed using the specified endpoint."))
+	s3test.EnvFor(t, moved.URL, s3test.AccessKey, s3test.SecretKey)
 	st := objstore.New(objstore.WithMaxBackoff(time.Millisecond))
 	defer st.Close()
 	ctx := context.Background()

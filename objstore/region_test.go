@@ -65,13 +65,7 @@ func TestS3FollowsTheBucketToItsRegion(t *testing.T) {
 	// a HEAD first, which the store refuses with a bare 400: a listing of the key finds the region
 	st2 := objstore.New()
 	defer st2.Close()
-	obj, err := st2.Stat(ctx, mustParse(t, "s3://far/in/a.bin"))
-	if err != nil {
-		t.Fatalf("stat from us-east-1: %v", err)
-	}
-	if obj.Size != int64(len(data)) || obj.ETag != etag {
-		t.Fatalf("stat = %+v; want %d bytes, %s", obj, len(data), etag)
-	}
+	statFar(t, st2, data, etag)
 	if _, err := st2.Stat(ctx, mustParse(t, "s3://far/in/none.bin")); !errors.Is(err, objstore.ErrNotFound) {
 		t.Errorf("stat of a missing key in the followed bucket: %v; want ErrNotFound", err)
 	}
@@ -94,7 +88,7 @@ func TestS3FollowsAMovedPermanently(t *testing.T) {
 				w.Header().Set("Content-Type", "application/xml")
 				w.WriteHeader(http.StatusMovedPermanently)
 				if r.Method != http.MethodHead {
-					_, _ = io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>PermanentRedirect</Code><Message>The bucket you are attempting to access must be addressed using the specified endpoint.</Message></Error>`)
+					_, _ = io.WriteString(w, s3test.ErrorXML("PermanentRedirect", "The bucket you are attempting to access must be addressed using the specified endpoint."))
 				}
 				return
 			}
@@ -109,13 +103,7 @@ func TestS3FollowsAMovedPermanently(t *testing.T) {
 	// a HEAD first: the 301 carries the region and no body
 	st := objstore.New()
 	defer st.Close()
-	obj, err := st.Stat(ctx, mustParse(t, "s3://far/in/a.bin"))
-	if err != nil {
-		t.Fatalf("stat from us-east-1: %v", err)
-	}
-	if obj.Size != int64(len(data)) || obj.ETag != etag {
-		t.Fatalf("stat = %+v; want %d bytes, %s", obj, len(data), etag)
-	}
+	obj := statFar(t, st, data, etag)
 	if moved.Load() != 1 {
 		t.Errorf("%d requests went to the wrong region; want 1 (the first)", moved.Load())
 	}
@@ -162,6 +150,19 @@ func openAndRead(t *testing.T, st *objstore.Store, obj objstore.Object, want []b
 		t.Fatal(err)
 	}
 	readsBack(t, r, want)
+}
+
+// statFar stats s3://far/in/a.bin (from us-east-1) and checks it holds data, version etag.
+func statFar(t *testing.T, st *objstore.Store, data []byte, etag string) objstore.Object {
+	t.Helper()
+	obj, err := st.Stat(context.Background(), mustParse(t, "s3://far/in/a.bin"))
+	if err != nil {
+		t.Fatalf("stat from us-east-1: %v", err)
+	}
+	if obj.Size != int64(len(data)) || obj.ETag != etag {
+		t.Fatalf("stat = %+v; want %d bytes, %s", obj, len(data), etag)
+	}
+	return obj
 }
 
 // readsBack reads r's object whole with one Prefetch (GETs of the Store's range size, in parallel)
@@ -234,20 +235,14 @@ func TestS3RedirectsKeepTheTokenHome(t *testing.T) {
 // A 400 that names the region the request went to is not a question of region: it is not sent
 // again.
 func TestS3BadRequestInItsOwnRegion(t *testing.T) {
-	var requests atomic.Int64
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		w.Header().Set("X-Amz-Bucket-Region", "us-east-1")
-		w.WriteHeader(http.StatusBadRequest)
-	}))
-	defer hs.Close()
-	s3test.EnvFor(t, hs.URL, s3test.AccessKey, s3test.SecretKey) // AWS_REGION=us-east-1
+	bad := s3test.Answer(t, http.StatusBadRequest, http.Header{"X-Amz-Bucket-Region": {"us-east-1"}}, "")
+	s3test.EnvFor(t, bad.URL, s3test.AccessKey, s3test.SecretKey) // AWS_REGION=us-east-1
 	st := objstore.New(objstore.WithMaxAttempts(1))
 	defer st.Close()
 	if _, err := st.Stat(context.Background(), mustParse(t, "s3://lake/x.parquet")); err == nil {
 		t.Fatal("stat succeeded; want the 400")
 	}
-	if n := requests.Load(); n != 1 {
+	if n := bad.Requests.Load(); n != 1 {
 		t.Errorf("the store got %d requests; want 1 (nothing sent again, nothing asked)", n)
 	}
 }

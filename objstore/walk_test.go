@@ -37,7 +37,6 @@ func TestWalkListsDirectoriesAhead(t *testing.T) {
 	put("t/top.csv")
 	slices.Sort(want)
 	watch := srv.Watch(t, 5*time.Millisecond)
-	s3test.EnvFor(t, watch.URL, s3test.AccessKey, s3test.SecretKey)
 	st := objstore.New()
 	defer st.Close()
 	ctx := context.Background()

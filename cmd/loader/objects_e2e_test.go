@@ -5,14 +5,12 @@ import (
 	"compress/gzip"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -293,24 +291,18 @@ func TestShardsAndBenchFromS3(t *testing.T) {
 // TestObjectAttemptsFlag points the loader at an S3 endpoint that answers every request with 503
 // SlowDown: --object-attempts N sends the listing N times, then fails naming the cause.
 func TestObjectAttemptsFlag(t *testing.T) {
-	var requests atomic.Int64
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		w.Header().Set("Content-Type", "application/xml")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprint(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`)
-	}))
-	defer slow.Close()
+	slow := s3test.Answer(t, http.StatusServiceUnavailable, http.Header{"Content-Type": {"application/xml"}},
+		s3test.ErrorXML("SlowDown", "Please reduce your request rate."))
 	s3test.EnvFor(t, slow.URL, s3test.AccessKey, s3test.SecretKey)
 	wh := t.TempDir()
 	mustLoader(t, "table", "create", tableName, "--warehouse", wh, "--columns", fixture.TableColumns)
 	for _, n := range []int{2, 3} {
-		requests.Store(0)
+		slow.Requests.Store(0)
 		r := loader(t, "load", "--table", tableName, "--warehouse", wh, "--object-attempts", strconv.Itoa(n), "s3://lake/x/")
 		if r.code == 0 || !strings.Contains(r.stderr, "SlowDown") {
 			t.Errorf("--object-attempts %d against an endpoint that always throttles: exit %d, stderr %q; want a failure naming SlowDown", n, r.code, r.stderr)
 		}
-		if got := requests.Load(); got != int64(n) {
+		if got := slow.Requests.Load(); got != int64(n) {
 			t.Errorf("--object-attempts %d: the endpoint saw %d requests; want %d", n, got, n)
 		}
 	}

@@ -1,11 +1,13 @@
 package s3test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -23,8 +25,9 @@ type Watch struct {
 	listPrefixes []string
 }
 
-// Watch starts a Watch in front of the server until the test ends.
-func (s *Server) Watch(t testing.TB, delay time.Duration) *Watch {
+// Watch starts a Watch in front of the server until the test ends, and points the SDK's
+// environment at it with the root account's keys (EnvFor).
+func (s *Server) Watch(t *testing.T, delay time.Duration) *Watch {
 	t.Helper()
 	target, err := url.Parse(s.Endpoint)
 	if err != nil {
@@ -42,6 +45,7 @@ func (s *Server) Watch(t testing.TB, delay time.Duration) *Watch {
 	}))
 	t.Cleanup(hs.Close)
 	w.URL = hs.URL
+	EnvFor(t, w.URL, AccessKey, SecretKey)
 	return w
 }
 
@@ -90,4 +94,36 @@ func (w *Watch) Reset() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.maxLists, w.maxGets, w.listPrefixes = 0, 0, nil
+}
+
+// Answering is an HTTP endpoint on loopback that gives every request the same answer and counts
+// them: a store that throttles for good, or that says the bucket is elsewhere.
+type Answering struct {
+	URL      string
+	Requests atomic.Int64
+}
+
+// Answer starts an Answering endpoint until the test ends: status, with header's fields, and body
+// (none to a HEAD).
+func Answer(t testing.TB, status int, header http.Header, body string) *Answering {
+	t.Helper()
+	a := &Answering{}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.Requests.Add(1)
+		for k, v := range header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(status)
+		if r.Method != http.MethodHead {
+			_, _ = io.WriteString(w, body)
+		}
+	}))
+	t.Cleanup(hs.Close)
+	a.URL = hs.URL
+	return a
+}
+
+// ErrorXML is the body of an S3 error answer.
+func ErrorXML(code, message string) string {
+	return `<?xml version="1.0" encoding="UTF-8"?><Error><Code>` + code + `</Code><Message>` + message + `</Message></Error>`
 }
