@@ -29,6 +29,15 @@ var wireCodec = frameCodec{base: encoding.GetCodecV2(proto.Name)}
 // callCodec is the call option that installs frameCodec on a DoPut.
 var callCodec = grpc.ForceCodecV2(wireCodec)
 
+// commitFirst makes gRPC commit a DoPut (give up replaying it on a transparent retry) with its first
+// message, the schema frame, so that the data frames after it are never kept for a replay. gRPC
+// v1.85 leaks the reference it takes on a message kept for one when the call commits while that
+// SendMsg runs (a RecvMsg of the first acknowledgement commits it): the frame is then never
+// released (clientStream.withRetry calls onSuccess, whose bufferForRetryLocked returns early on a
+// committed stream without its cleanup). A DoPut that fails after its first message is the
+// loader's to send again (it replays what was not acknowledged), as any later failure is.
+var commitFirst = grpc.MaxRetryRPCBufferSize(0)
+
 func (c frameCodec) Name() string { return c.base.Name() }
 
 func (c frameCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.base.Unmarshal(data, v) }

@@ -407,7 +407,7 @@ func (s *stream) open(ctx, callCtx context.Context, cancel context.CancelCauseFu
 		}
 	}
 	s.lr.calls.Add(1)
-	ps, err := s.svc.DoPut(octx, callCodec)
+	ps, err := s.svc.DoPut(octx, callCodec, commitFirst)
 	if err != nil {
 		if txn != nil {
 			s.endTxn(&call{txn: txn})
