@@ -90,6 +90,9 @@ func TestAzureEmulator(t *testing.T) {
 		srv.Put(t, "data", k, data[:len(k)])
 	}
 	srv.Put(t, "data", "t/big.bin", data)
+	// Each URL names the emulator: gocloud's azureblob reads the environment (which has the
+	// credentials) once per process, and a repeated run of this test (-count) has an emulator of its own.
+	az := func(u string) objstore.Location { return mustParse(t, u+"?domain="+srv.Host) }
 	st := objstore.New(objstore.WithListPageSize(2), objstore.WithRangeBytes(64<<10))
 	defer func() { _ = st.Close() }()
 	ctx := context.Background()
@@ -97,7 +100,7 @@ func TestAzureEmulator(t *testing.T) {
 	// Listing: lexical order, paged, hidden prefixes not descended into, every blob with its ETag.
 	req0, _ := st.Stats()
 	var keys []string
-	err := st.Walk(ctx, mustParse(t, "azblob://data/t/"), func(dir string) bool { return !strings.Contains(dir, "/.") },
+	err := st.Walk(ctx, az("azblob://data/t/"), func(dir string) bool { return !strings.Contains(dir, "/.") },
 		func(o objstore.Object) error {
 			keys = append(keys, o.Loc.Key)
 			if o.ETag == "" || o.Size <= 0 && !strings.HasSuffix(o.Loc.Key, "_SUCCESS") {
@@ -111,7 +114,7 @@ func TestAzureEmulator(t *testing.T) {
 	if req, _ := st.Stats(); req-req0 < 4 {
 		t.Errorf("walk made %d list requests in pages of 2; want at least 4", req-req0)
 	}
-	obj, err := st.Stat(ctx, mustParse(t, "azblob://data/t/big.bin"))
+	obj, err := st.Stat(ctx, az("azblob://data/t/big.bin"))
 	if err != nil || obj.Size != int64(len(data)) || obj.ETag != srv.ETag(t, "data", "t/big.bin") {
 		t.Fatalf("stat: %+v, %v; want size %d and ETag %s", obj, err, len(data), srv.ETag(t, "data", "t/big.bin"))
 	}
@@ -148,26 +151,26 @@ func TestAzureEmulator(t *testing.T) {
 	}
 
 	// Missing blob, missing container.
-	if _, err := st.Stat(ctx, mustParse(t, "azblob://data/t/missing")); !errors.Is(err, objstore.ErrNotFound) || !strings.Contains(err.Error(), "azblob://data/t/missing") {
+	if _, err := st.Stat(ctx, az("azblob://data/t/missing")); !errors.Is(err, objstore.ErrNotFound) || !strings.Contains(err.Error(), "azblob://data/t/missing") {
 		t.Errorf("missing blob: %v; want ErrNotFound naming it", err)
 	}
 	if _, err := r.ReadAt(make([]byte, 1), 0); err != nil {
 		t.Errorf("read of the listed version: %v", err)
 	}
-	gone, _ := st.Open(ctx, objstore.Object{Loc: mustParse(t, "azblob://data/t/gone.bin"), Size: 10, ETag: obj.ETag})
+	gone, _ := st.Open(ctx, objstore.Object{Loc: az("azblob://data/t/gone.bin"), Size: 10, ETag: obj.ETag})
 	if _, err := gone.ReadAt(make([]byte, 5), 0); !errors.Is(err, objstore.ErrNotFound) || !strings.Contains(err.Error(), "BlobNotFound") {
 		t.Errorf("reading a missing blob: %v; want ErrNotFound and BlobNotFound", err)
 	}
-	err = st.Walk(ctx, mustParse(t, "azblob://nocontainer/x/"), nil, func(objstore.Object) error { return nil })
+	err = st.Walk(ctx, az("azblob://nocontainer/x/"), nil, func(objstore.Object) error { return nil })
 	if !errors.Is(err, objstore.ErrNoSuchBucket) || !strings.Contains(err.Error(), "ContainerNotFound") {
 		t.Errorf("listing a missing container: %v; want ErrNoSuchBucket and ContainerNotFound", err)
 	}
-	if _, err := st.Stat(ctx, mustParse(t, "azblob://nocontainer/x")); !errors.Is(err, objstore.ErrNoSuchBucket) {
+	if _, err := st.Stat(ctx, az("azblob://nocontainer/x")); !errors.Is(err, objstore.ErrNoSuchBucket) {
 		t.Errorf("stat in a missing container: %v; want ErrNoSuchBucket", err)
 	}
 
 	// Conditional writes, as the bucket manifest uses them.
-	loc := mustParse(t, "azblob://data/m/lock")
+	loc := az("azblob://data/m/lock")
 	etag, err := st.Create(ctx, loc, []byte("one"))
 	if err != nil || etag == "" {
 		t.Fatalf("Create: %q, %v", etag, err)
