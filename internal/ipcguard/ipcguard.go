@@ -374,19 +374,21 @@ func checkFooter(b []byte) (fbTable, error) {
 
 // CheckStream walks the messages of an IPC stream of size bytes (metadata only; bodies are skipped)
 // and checks each with CheckMessage. It stops without an error where the framing ends or cannot be
-// followed (a short read, a length past the end): arrow-go's own size limits report those.
+// followed (a short read, a length past the end): arrow-go's own size limits report those. It reads
+// at least streamPeek bytes at a time, so that a message's length prefix and its metadata (and the
+// messages after a short one) cost one read: one ranged GET, for an object.
 func CheckStream(r io.ReaderAt, size int64) error {
+	w := &window{r: r, size: size}
 	pos := int64(0)
-	head := make([]byte, 8)
 	for msgs := 0; pos+4 <= size; msgs++ {
-		n, _ := r.ReadAt(head, pos)
-		if n < 4 {
+		head := w.at(pos, 8)
+		if len(head) < 4 {
 			return nil
 		}
 		at := pos + 4
 		l := int64(int32(binary.LittleEndian.Uint32(head)))
 		if uint32(l) == 0xFFFFFFFF {
-			if n < 8 {
+			if len(head) < 8 {
 				return nil
 			}
 			l = int64(int32(binary.LittleEndian.Uint32(head[4:])))
@@ -398,8 +400,8 @@ func CheckStream(r io.ReaderAt, size int64) error {
 		if l < 0 || at+l > size {
 			return nil // arrow-go's size limits report it
 		}
-		meta := make([]byte, l)
-		if _, err := r.ReadAt(meta, at); err != nil {
+		meta := w.at(at, l)
+		if int64(len(meta)) < l {
 			return nil
 		}
 		body, err := CheckMessage(meta)
@@ -412,6 +414,30 @@ func CheckStream(r io.ReaderAt, size int64) error {
 		pos = at + l + body
 	}
 	return nil
+}
+
+// streamPeek is the least CheckStream reads at a time: more than most messages' metadata.
+const streamPeek = 16 << 10
+
+// window reads a stream's bytes for CheckStream, a streamPeek or more at a time, and keeps the last
+// read.
+type window struct {
+	r    io.ReaderAt
+	size int64
+	off  int64
+	buf  []byte
+}
+
+// at returns the n bytes at off, or fewer where the stream ends or a read fails; the slice is valid
+// until the next call.
+func (w *window) at(off, n int64) []byte {
+	if off >= w.off && off+n <= w.off+int64(len(w.buf)) {
+		return w.buf[off-w.off : off-w.off+n]
+	}
+	w.off, w.buf = off, make([]byte, max(0, min(max(n, streamPeek), w.size-off)))
+	k, _ := w.r.ReadAt(w.buf, off)
+	w.buf = w.buf[:k]
+	return w.buf[:min(int64(k), n)]
 }
 
 // CheckFile checks an IPC file of size bytes: its footer, its dictionary messages and the record

@@ -389,3 +389,84 @@ func FuzzCheckMessage(f *testing.F) {
 		}
 	})
 }
+
+// countingReaderAt counts the reads made through it.
+type countingReaderAt struct {
+	r     *bytes.Reader
+	reads int
+}
+
+func (c *countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	c.reads++
+	return c.r.ReadAt(p, off)
+}
+
+// intStream is an IPC stream of batches batches of rows rows, each of cols int64 columns.
+func intStream(t *testing.T, cols, batches, rows int) []byte {
+	t.Helper()
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	defer mem.AssertSize(t, 0)
+	fields := make([]arrow.Field, cols)
+	for i := range fields {
+		fields[i] = arrow.Field{Name: "c" + strconv.Itoa(i), Type: arrow.PrimitiveTypes.Int64}
+	}
+	schema := arrow.NewSchema(fields, nil)
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(schema), ipc.WithAllocator(mem))
+	b := array.NewRecordBuilder(mem, schema)
+	defer b.Release()
+	for range batches {
+		for _, f := range b.Fields() {
+			for r := range rows {
+				f.(*array.Int64Builder).Append(int64(r))
+			}
+		}
+		rec := b.NewRecordBatch()
+		err := w.Write(rec)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// CheckStream reads ahead: many short messages cost a read or two in all, not two each; metadata
+// larger than what it reads ahead is read whole; and a lying batch is found wherever it falls.
+func TestCheckStreamReadsAhead(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		cols, batches, rows int
+		maxReads            int
+	}{
+		{"many short messages", 1, 200, 1, 4},
+		{"metadata larger than a read ahead", 1500, 4, 2, 2*(1+4) + 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := intStream(t, c.cols, c.batches, c.rows)
+			r := &countingReaderAt{r: bytes.NewReader(data)}
+			if err := ipcguard.CheckStream(r, int64(len(data))); err != nil {
+				t.Fatalf("CheckStream(a valid stream) = %v", err)
+			}
+			if r.reads > c.maxReads {
+				t.Errorf("%d reads to check %d messages; want at most %d", r.reads, 1+c.batches, c.maxReads)
+			}
+			for _, k := range []int{1, c.batches / 2, c.batches} {
+				bad := bytes.Clone(data)
+				msgs := splitStream(t, bad)
+				at, err := ipcguard.VectorLenAt(msgs[k].meta, "2", "1") // aliases bad
+				if err != nil {
+					t.Fatal(err)
+				}
+				binary.LittleEndian.PutUint32(msgs[k].meta[at:], 1<<30)
+				err = ipcguard.CheckStream(&countingReaderAt{r: bytes.NewReader(bad)}, int64(len(bad)))
+				if want := "message " + strconv.Itoa(k) + ":"; !errors.Is(err, ipcguard.ErrMalformed) || !strings.Contains(err.Error(), want) {
+					t.Errorf("CheckStream(a stream lying in message %d) = %v; want ErrMalformed naming it", k, err)
+				}
+			}
+		})
+	}
+}
