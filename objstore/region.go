@@ -80,7 +80,7 @@ func (s *Store) follow(ctx context.Context, loc Location, b *blob.Bucket, err er
 		return e.b, true // moved already, by a request that failed before this one
 	}
 	var c *s3.Client
-	if e.region == region || (b.As(&c) && c.Options().Region == region) {
+	if b.As(&c) && c.Options().Region == region {
 		return nil, false // there already, and still refused: not a question of region
 	}
 	moved := loc
@@ -93,7 +93,7 @@ func (s *Store) follow(ctx context.Context, loc Location, b *blob.Bucket, err er
 	s.opts.logger.Info("the bucket is in another region than the one configured: following it",
 		"bucket", loc.bucketID(), "region", region)
 	e.old = append(e.old, e.b)
-	e.b, e.region = nb, region
+	e.b = nb
 	return nb, true
 }
 

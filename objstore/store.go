@@ -154,10 +154,9 @@ type bucketEntry struct {
 
 	// guarded by the Store's mu once open: an S3 bucket that turns out to live in another region is
 	// reopened there (follow), and the buckets it replaced are closed with the Store
-	b      *blob.Bucket
-	query  url.Values // the query of the URL that opened it
-	region string     // the region followed, "" when none
-	old    []*blob.Bucket
+	b     *blob.Bucket
+	query url.Values // the query of the URL that opened it
+	old   []*blob.Bucket
 }
 
 // New returns a Store.
