@@ -1,6 +1,7 @@
 package readers
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -502,7 +503,8 @@ func (s *ipcFileSource) unitRanges(unit int) ([]objstore.Range, int64, error) {
 
 // openStream opens f for a sequential read from its start: the bytes to check at random (local:
 // the file; object: exact ranged GETs) and the reader. For an object the reader is one GET with
-// read-ahead when whole (a unit reads to the end), else small blocks (Open reads just a schema).
+// read-ahead when whole (a unit reads to the end), else the bytes the first check read from the
+// start, then small blocks (Open reads just a schema, which that first read nearly always holds).
 func openStream(ctx context.Context, f File, whole bool) (io.ReaderAt, io.ReadCloser, error) {
 	if f.Store == nil {
 		fh, err := os.Open(f.Path)
@@ -516,11 +518,38 @@ func openStream(ctx context.Context, f File, whole bool) (io.ReaderAt, io.ReadCl
 		return nil, nil, err
 	}
 	if !whole {
-		return obj, io.NopCloser(io.NewSectionReader(obj.Blocks(256<<10, 1), 0, f.Size)), nil
+		h := &headKept{obj: obj, rest: obj.Blocks(256<<10, 1)}
+		return h, io.NopCloser(io.NewSectionReader((*fromHead)(h), 0, f.Size)), nil
 	}
 	rd, err := obj.Stream(ctx, 0)
 	if err != nil {
 		return nil, nil, err
 	}
 	return obj, rd, nil
+}
+
+// headKept is an object read at random by checks (exact ranged GETs), which keeps the bytes of the
+// first read from offset 0, so that reading the start again afterwards costs no request.
+type headKept struct {
+	obj  io.ReaderAt
+	rest io.ReaderAt // where fromHead reads what the kept bytes do not hold
+	head []byte
+}
+
+func (f *headKept) ReadAt(p []byte, off int64) (int, error) {
+	n, err := f.obj.ReadAt(p, off)
+	if off == 0 && f.head == nil {
+		f.head = bytes.Clone(p[:n])
+	}
+	return n, err
+}
+
+// fromHead reads f from the bytes it kept when they hold all of a read, else from f.rest.
+type fromHead headKept
+
+func (f *fromHead) ReadAt(p []byte, off int64) (int, error) {
+	if off >= 0 && off+int64(len(p)) <= int64(len(f.head)) {
+		return copy(p, f.head[off:]), nil
+	}
+	return f.rest.ReadAt(p, off)
 }
