@@ -214,9 +214,15 @@ func (r *Reader) readAt(ctx context.Context, p []byte, off int64) (int, error) {
 }
 
 // ReadTail fetches the object's last n bytes (all of it when smaller) with one suffix-range request
-// and keeps them: later ReadAts within them are served without a request.
+// and keeps them: later ReadAts within them, and ReadTails of no more, are served without a request.
 func (r *Reader) ReadTail(ctx context.Context, n int64) ([]byte, error) {
 	n = min(n, r.obj.Size)
+	r.mu.Lock()
+	kept := r.tail
+	r.mu.Unlock()
+	if int64(len(kept)) >= n {
+		return kept[int64(len(kept))-n:], nil
+	}
 	buf := make([]byte, n)
 	if n > 0 {
 		if err := r.get(ctx, buf, r.obj.Size-n, true); err != nil {

@@ -212,7 +212,7 @@ func openText(ctx context.Context, f File, sample bool, whole []byte) (*csvText,
 		return openSequential(bytes.NewReader(whole), func() error { return nil })
 	}
 	if f.Store != nil {
-		obj, err := openObject(ctx, f)
+		obj, err := openObject(ctx, f, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -346,7 +346,7 @@ func openCSV(ctx context.Context, f File, cfg *config) (_ unitSource, err error)
 		return nil, err
 	}
 	s := &csvSource{f: f, cfg: cfg, d: d}
-	if s.whole, err = readSmall(ctx, f); err != nil {
+	if s.whole, err = readSmall(ctx, f, cfg); err != nil {
 		return nil, err
 	}
 	text, err := openText(ctx, f, true, s.whole)

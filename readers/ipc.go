@@ -42,7 +42,7 @@ type ipcFileSource struct {
 }
 
 func openIPCFile(ctx context.Context, f File, cfg *config) (src unitSource, err error) {
-	fh, err := openBytes(ctx, f)
+	fh, err := openBytes(ctx, f, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +218,7 @@ func openIPCStream(ctx context.Context, f File, cfg *config) (unitSource, error)
 	s := &ipcStreamSource{f: f, cfg: cfg}
 	s.mem = limitAllocator(cfg, f.Size)
 	var err error
-	if s.whole, err = readSmall(ctx, f); err != nil {
+	if s.whole, err = readSmall(ctx, f, cfg); err != nil {
 		return nil, err
 	}
 	fh, rd, err := s.open(ctx, false)
@@ -256,7 +256,7 @@ func (s *ipcStreamSource) open(ctx context.Context, whole bool) (io.ReaderAt, io
 	if s.whole != nil {
 		return bytes.NewReader(s.whole), io.NopCloser(bytes.NewReader(s.whole)), nil
 	}
-	return openStream(ctx, s.f, whole)
+	return openStream(ctx, s.f, whole, s.cfg)
 }
 
 func (s *ipcStreamSource) readUnit(ctx context.Context, unit int, fn func(arrow.RecordBatch) error) error {

@@ -237,14 +237,19 @@ type readerAtCloser interface {
 }
 
 // openBytes opens f's bytes: the local file, or a Reader of the object's listed version.
-func openBytes(ctx context.Context, f File) (readerAtCloser, error) {
+func openBytes(ctx context.Context, f File, cfg *config) (readerAtCloser, error) {
 	if f.Store == nil {
 		return os.Open(f.Path)
 	}
-	return openObject(ctx, f)
+	return openObject(ctx, f, cfg)
 }
 
-func openObject(ctx context.Context, f File) (*objstore.Reader, error) {
+// openObject opens a Reader of f's object: the one that told its format when cfg has it (it keeps
+// the bytes it read), else a new one.
+func openObject(ctx context.Context, f File, cfg *config) (*objstore.Reader, error) {
+	if cfg != nil && cfg.sniffed != nil {
+		return cfg.sniffed, nil
+	}
 	obj, err := f.object()
 	if err != nil {
 		return nil, err
@@ -268,48 +273,74 @@ func firstRead(size int64) int64 {
 
 // readSmall reads f whole with one GET when it is an object of smallObjectBytes or less (none when
 // it is empty), for a source read in order to keep and read again from memory; nil otherwise.
-func readSmall(ctx context.Context, f File) ([]byte, error) {
+func readSmall(ctx context.Context, f File, cfg *config) ([]byte, error) {
 	if f.Store == nil || f.Size > smallObjectBytes {
 		return nil, nil
 	}
-	r, err := openObject(ctx, f)
+	r, err := openObject(ctx, f, cfg)
 	if err != nil {
 		return nil, err
 	}
 	return r.ReadTail(ctx, f.Size)
 }
 
-// objectFormat tells an object's format from its name, or from its first bytes (one small GET)
-// when the name does not say or force asks for a check.
-func objectFormat(ctx context.Context, f File, force Format) (Format, error) {
+// objectFormat tells an object's format from its name (or force), and from its magic bytes where
+// the name does not settle it: an Arrow IPC name may hold a file or a stream, as a local file's may.
+//
+// At discovery (atOpen false) the check is one GET of the first 8 bytes. At Open it is the request
+// Open makes first anyway, a suffix-range GET of the object's end (all of a small object), and the
+// Reader returned keeps those bytes for Open: a small object's first bytes are among them, and an
+// end with Arrow's (or, for a nameless format, Parquet's) magic settles a large one as a local
+// file's first bytes would, since the readers rely on the end's magic and footer. Only a large
+// object that ends otherwise costs one more GET, of its first 8 bytes.
+func objectFormat(ctx context.Context, f File, force Format, atOpen bool) (Format, *objstore.Reader, error) {
 	byExt := extFormat(path.Base(f.Path))
 	if force != FormatUnknown {
 		byExt = force
 	}
 	if byExt == FormatParquet || byExt == FormatCSV && force == FormatUnknown {
-		return byExt, nil // Open checks the magic bytes (Parquet's footer, CSV's compression)
+		return byExt, nil, nil // Open checks the magic bytes (Parquet's footer, CSV's compression)
 	}
-	r, err := openObject(ctx, f)
+	r, err := openObject(ctx, f, nil)
 	if err != nil {
-		return FormatUnknown, err
+		return FormatUnknown, nil, err
 	}
-	head := make([]byte, min(8, f.Size))
-	if _, err := r.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
-		return FormatUnknown, err
+	var head []byte
+	if atOpen {
+		tail, err := r.ReadTail(ctx, firstRead(f.Size))
+		switch {
+		case err != nil:
+			return FormatUnknown, nil, err
+		case int64(len(tail)) == f.Size:
+			head = tail[:min(8, len(tail))]
+		case bytes.HasSuffix(tail, magicArrow) && (byExt == FormatIPCFile || byExt == FormatUnknown):
+			return FormatIPCFile, r, nil
+		case (bytes.HasSuffix(tail, magicParquet) || bytes.HasSuffix(tail, magicParquetEnc)) && byExt == FormatUnknown:
+			return FormatParquet, r, nil
+		}
+	}
+	if head == nil {
+		head = make([]byte, min(8, f.Size))
+		if _, err := r.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+			return FormatUnknown, nil, err
+		}
+	}
+	if !atOpen {
+		r = nil // nothing worth keeping
 	}
 	byMagic := sniffBytes(head, f.Size)
 	switch {
 	case byMagic != FormatUnknown && byExt != FormatCSV, byMagic == FormatParquet, byMagic == FormatIPCFile:
-		return byMagic, nil
+		return byMagic, r, nil
 	case byExt == FormatIPCFile || byExt == FormatIPCStream:
 		if legacyStreamPrefix(head, f.Size) {
-			return FormatIPCStream, nil
+			return FormatIPCStream, r, nil
 		}
-		return byExt, nil
+		return byExt, r, nil
 	case byExt != FormatUnknown:
-		return byExt, nil
+		return byExt, r, nil
 	}
-	return FormatUnknown, fmt.Errorf("%w (use .parquet, .csv, .tsv, .arrow, .feather, .ipc or .arrows, or name the format)", ErrUnknownFormat)
+	return FormatUnknown, nil, fmt.Errorf("%w (use .parquet, .csv, .tsv, .arrow, .feather, .ipc or .arrows, or name the format)", ErrUnknownFormat)
 }
 
 // discoverObjects expands an object-store source (a single object, a prefix, or a glob) as
@@ -349,7 +380,7 @@ func discoverObjects(ctx context.Context, src string, cfg *discoverConfig, emit 
 			}
 			f := objectFile(cfg, obj, "")
 			if f.Format == FormatUnknown {
-				if f.Format, err = objectFormat(ctx, f, FormatUnknown); err != nil {
+				if f.Format, _, err = objectFormat(ctx, f, FormatUnknown, false); err != nil {
 					return fileError(f.Path, err)
 				}
 			}
@@ -505,7 +536,7 @@ func (s *ipcFileSource) unitRanges(unit int) ([]objstore.Range, int64, error) {
 // the file; object: exact ranged GETs) and the reader. For an object the reader is one GET with
 // read-ahead when whole (a unit reads to the end), else the bytes the first check read from the
 // start, then small blocks (Open reads just a schema, which that first read nearly always holds).
-func openStream(ctx context.Context, f File, whole bool) (io.ReaderAt, io.ReadCloser, error) {
+func openStream(ctx context.Context, f File, whole bool, cfg *config) (io.ReaderAt, io.ReadCloser, error) {
 	if f.Store == nil {
 		fh, err := os.Open(f.Path)
 		if err != nil {
@@ -513,7 +544,7 @@ func openStream(ctx context.Context, f File, whole bool) (io.ReaderAt, io.ReadCl
 		}
 		return fh, fh, nil
 	}
-	obj, err := openObject(ctx, f)
+	obj, err := openObject(ctx, f, cfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -575,3 +575,82 @@ func TestWideStreamObject(t *testing.T) {
 		}
 	}
 }
+
+// TestIPCObjectFileOrStream lists objects whose names say Arrow IPC file (.arrow, .feather) or say
+// nothing, and reads each as a local file of the same bytes reads: a stream named .arrow (as
+// Hugging Face datasets writes them) as a stream, an IPC file as a file, nameless Parquet as
+// Parquet. Telling which costs no request beyond Open's own first one, except for a large object
+// that does not end with a file's magic (one GET of its first bytes).
+func TestIPCObjectFileOrStream(t *testing.T) {
+	srv, st := objectStore(t)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		write  func(string) error
+		format readers.Format
+		open   int64 // requests Open makes, at most
+	}{
+		{"small-stream.arrow", func(p string) error { return fixture.WriteIPC(p, 0, 5000, 1000, true) }, readers.FormatIPCStream, 1},
+		{"small-file.feather", func(p string) error { return fixture.WriteIPC(p, 0, 5000, 1000, false) }, readers.FormatIPCFile, 1},
+		// the end (no file's magic there), the first 8 bytes, and a check of the messages: one read
+		// for the schema and the first batch, one for each other batch (the end-of-stream marker is
+		// in the end already read)
+		{"large-stream.arrow", func(p string) error { return fixture.WriteIPC(p, 0, 20000, 4000, true) }, readers.FormatIPCStream, 7},
+		{"large-file.arrow", func(p string) error { return fixture.WriteIPC(p, 0, 20000, 4000, false) }, readers.FormatIPCFile, 1},
+		{"small-parquet", func(p string) error { return fixture.WriteParquet(p, 0, 5000, 1000) }, readers.FormatParquet, 1},
+		{"large-parquet", func(p string) error { return fixture.WriteParquet(p, 0, 20000, 4000) }, readers.FormatParquet, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			local := filepath.Join(t.TempDir(), c.name)
+			if err := c.write(local); err != nil {
+				t.Fatal(err)
+			}
+			srv.PutFile(t, "data", "ipc/"+c.name, local)
+			// found below a prefix, the listing gives the name's format; a nameless object, found
+			// alone, is given with no format, as a caller that built its File by hand would
+			at := "s3://data/ipc/"
+			nameless := !strings.Contains(c.name, ".")
+			if nameless {
+				at += c.name
+			}
+			files, err := readers.Discover(ctx, []string{at}, readers.WithObjectStore(st), readers.WithInclude(c.name))
+			if err != nil || len(files) != 1 {
+				t.Fatalf("listed %d files: %v", len(files), err)
+			}
+			f := files[0]
+			if nameless {
+				f.Format = readers.FormatUnknown
+			}
+			if small := f.Size <= 1<<20; small != strings.HasPrefix(c.name, "small") {
+				t.Fatalf("%s is %d bytes: the test wants small ones at most 1 MiB, large ones more", c.name, f.Size)
+			}
+			mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+			defer mem.AssertSize(t, 0)
+			lsrc, err := readers.Open(ctx, readers.File{Path: local}, readers.WithAllocator(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := collect(t, lsrc, 0)
+			defer want.Release()
+			lsrc.Close()
+
+			req0, _ := st.Stats()
+			src, err := readers.Open(ctx, f, readers.WithAllocator(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if req, _ := st.Stats(); req-req0 > c.open {
+				t.Errorf("Open made %d requests; want at most %d", req-req0, c.open)
+			}
+			if got := src.File().Format; got != c.format {
+				t.Errorf("read as %v; want %v", got, c.format)
+			}
+			got := collect(t, src, 0)
+			defer got.Release()
+			src.Close()
+			if !array.RecordEqual(got, want) {
+				t.Errorf("the rows read from the bucket differ from the local file's")
+			}
+		})
+	}
+}

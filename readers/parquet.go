@@ -59,7 +59,7 @@ func readerProps(pages memory.Allocator) *parquet.ReaderProperties {
 }
 
 func openParquet(ctx context.Context, f File, cfg *config) (src unitSource, err error) {
-	fh, err := openBytes(ctx, f)
+	fh, err := openBytes(ctx, f, cfg)
 	if err != nil {
 		return nil, err
 	}

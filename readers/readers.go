@@ -271,6 +271,7 @@ type config struct {
 	csvUnitBytes  int64            // tests: the nominal size of a CSV unit instead of csvUnitStarts' policy
 	prefetch      PrefetchBudget   // counts the bytes of object reads held ahead of decoding; nil: none
 	ahead         AheadLimits      // how far object units are fetched ahead; zero: not at all
+	sniffed       *objstore.Reader // the Reader that told the object's format, keeping what it read
 }
 
 const defaultBatchBytes = 8 << 20
@@ -429,12 +430,12 @@ func open(ctx context.Context, f File, opts []Option) (Source, error) {
 func openUnits(ctx context.Context, f File, opts []Option) (unitSource, error) {
 	RegisterParquetCodecs()
 	cfg := newConfig(opts)
-	if f.Store != nil && f.Format == FormatUnknown {
-		fm, err := objectFormat(ctx, f, FormatUnknown)
+	if f.Store != nil && (f.Format == FormatUnknown || f.Format == FormatIPCFile) {
+		fm, r, err := objectFormat(ctx, f, f.Format, true)
 		if err != nil {
 			return nil, err
 		}
-		f.Format = fm
+		f.Format, cfg.sniffed = fm, r
 	}
 	if f.Store == nil && (f.Format == FormatUnknown || f.Size == 0 && f.ModTime.IsZero()) {
 		// A File built by hand: fill what Discover would have.
