@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path"
 	"strings"
@@ -346,8 +347,8 @@ func objectFormat(ctx context.Context, f File, force Format, atOpen bool) (Forma
 // discoverObjects expands an object-store source (a single object, a prefix, or a glob) as
 // discoverOne expands a local one: hidden and metadata entries skipped (hidden "directories" are not
 // even listed), include and exclude applied to the key relative to the source, Hive partitions
-// parsed, files of unknown format skipped below a prefix. Objects come in lexical key order, one
-// listing page at a time.
+// parsed, formats told by name or else by first bytes (see formatQueue), files of unknown format
+// skipped below a prefix. Objects come in lexical key order, one listing page at a time.
 func discoverObjects(ctx context.Context, src string, cfg *discoverConfig, emit func(File) error) error {
 	if cfg.store == nil {
 		return fmt.Errorf("%s: no object store configured for %s:// sources", redactURL(src), strings.SplitN(src, ":", 2)[0])
@@ -400,7 +401,8 @@ func discoverObjects(ctx context.Context, src string, cfg *discoverConfig, emit 
 		}
 		return true
 	}
-	return cfg.store.Walk(ctx, loc.Child(root), descend, func(obj objstore.Object) error {
+	q := newFormatQueue(ctx, cfg.logger, emit)
+	err = cfg.store.Walk(ctx, loc.Child(root), descend, func(obj objstore.Object) error {
 		rel := strings.TrimPrefix(obj.Loc.Key, root)
 		if rel == "" || strings.HasSuffix(rel, "/") {
 			return nil // a "directory" marker object
@@ -418,13 +420,115 @@ func discoverObjects(ctx context.Context, src string, cfg *discoverConfig, emit 
 		if !cfg.keep(rel, name) {
 			return nil
 		}
-		f := objectFile(cfg, obj, rel)
-		if f.Format == FormatUnknown {
-			cfg.logger.Debug("readers: skipping file of unknown format", "path", f.Path)
+		return q.add(objectFile(cfg, obj, rel))
+	})
+	return q.close(err)
+}
+
+// sniffAhead is how many listed objects whose names say no format are checked at once, each by a
+// GET of its first 8 bytes; formatQueueLen bounds the files waiting behind a check, in order.
+const (
+	sniffAhead     = 16
+	formatQueueLen = 256
+)
+
+// formatQueue passes listed files on in their order, each once its format is known: as a local
+// walk reads every file's first bytes (Hive, Trino and Flink write Parquet files with no
+// extension), an object whose name says no format has its first bytes read, sniffAhead at a time,
+// and is skipped when they say no format either. A check that fails otherwise (access denied, the
+// network) passes the file on with no format, for Open to check again and fail it by name.
+type formatQueue struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	logger *slog.Logger
+	emit   func(File) error
+	sem    chan struct{}
+	wg     sync.WaitGroup
+	queue  []*queued
+}
+
+type queued struct {
+	f    File
+	skip bool
+	done chan struct{}
+}
+
+func newFormatQueue(ctx context.Context, logger *slog.Logger, emit func(File) error) *formatQueue {
+	ctx, cancel := context.WithCancel(ctx)
+	return &formatQueue{ctx: ctx, cancel: cancel, logger: logger, emit: emit, sem: make(chan struct{}, sniffAhead)}
+}
+
+// add takes the next listed file.
+func (q *formatQueue) add(f File) error {
+	if f.Format != FormatUnknown && len(q.queue) == 0 {
+		return q.emit(f)
+	}
+	e := &queued{f: f, done: make(chan struct{})}
+	if f.Format != FormatUnknown {
+		close(e.done)
+	} else {
+		select {
+		case q.sem <- struct{}{}:
+		case <-q.ctx.Done():
+			return q.ctx.Err()
+		}
+		q.wg.Go(func() {
+			defer func() { <-q.sem }()
+			defer close(e.done)
+			fm, _, err := objectFormat(q.ctx, e.f, FormatUnknown, false)
+			switch {
+			case err == nil:
+				e.f.Format = fm
+			case errors.Is(err, ErrUnknownFormat):
+				e.skip = true
+			default:
+				q.logger.Debug("readers: could not tell an object's format; Open will try again", "path", e.f.Path, "err", err)
+			}
+		})
+	}
+	q.queue = append(q.queue, e)
+	return q.flush(len(q.queue) >= formatQueueLen)
+}
+
+// flush passes on the files at the head of the queue whose formats are known, waiting for the
+// first one's when wait.
+func (q *formatQueue) flush(wait bool) error {
+	for len(q.queue) > 0 {
+		e := q.queue[0]
+		if wait {
+			select {
+			case <-e.done:
+			case <-q.ctx.Done():
+				return q.ctx.Err()
+			}
+		}
+		select {
+		case <-e.done:
+		default:
 			return nil
 		}
-		return emit(f)
-	})
+		q.queue[0] = nil
+		q.queue = q.queue[1:]
+		wait = false
+		if e.skip {
+			q.logger.Debug("readers: skipping file of unknown format", "path", e.f.Path)
+			continue
+		}
+		if err := q.emit(e.f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// close passes on what is still queued, unless the walk failed with err, and waits for the checks.
+func (q *formatQueue) close(err error) error {
+	for err == nil && len(q.queue) > 0 {
+		err = q.flush(true)
+	}
+	q.cancel()
+	q.wg.Wait()
+	return err
 }
 
 // objectFile is the File of a listed object; rel is its key relative to the source, for Hive

@@ -51,8 +51,24 @@ func TestDiscoverObjects(t *testing.T) {
 	}
 	pqBytes, _ := os.ReadFile(pq)
 	for _, k := range []string{"t/b.parquet", "t/a.csv", "t/year=2024/month=01/c.parquet", "t/year=2023/d.parquet",
-		"t/_SUCCESS", "t/.hidden.parquet", "t/_delta_log/0.parquet", "t/.spark/e.parquet", "t/readme.md", "t/a.csv.crc", "t/noext"} {
+		"t/_SUCCESS", "t/.hidden.parquet", "t/_delta_log/0.parquet", "t/.spark/e.parquet", "t/a.csv.crc", "t/noext"} {
 		srv.Put(t, "data", k, pqBytes)
+	}
+	srv.Put(t, "data", "t/readme.md", []byte("# not data\n"))
+	// Many objects named with no format (as Hive, Trino and Flink name Parquet files), some of them
+	// not data, among named ones: more than formatQueue checks at once, passed on in key order.
+	var many []string
+	for i := range 60 {
+		k := fmt.Sprintf("many/%03d", i)
+		switch i % 5 {
+		case 0:
+			k += ".parquet"
+		case 3:
+			srv.Put(t, "data", k, []byte("plain text, no magic"))
+			continue
+		}
+		srv.Put(t, "data", k, pqBytes)
+		many = append(many, "s3://data/"+k)
 	}
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -62,9 +78,10 @@ func TestDiscoverObjects(t *testing.T) {
 		want    string
 	}{
 		{"prefix", []string{"s3://data/t/"}, nil,
-			"s3://data/t/a.csv\ns3://data/t/b.parquet\ns3://data/t/year=2023/d.parquet year=2023\ns3://data/t/year=2024/month=01/c.parquet year=2024 month=01"},
+			"s3://data/t/a.csv\ns3://data/t/b.parquet\ns3://data/t/noext\ns3://data/t/year=2023/d.parquet year=2023\ns3://data/t/year=2024/month=01/c.parquet year=2024 month=01"},
 		{"prefix without slash", []string{"s3://data/t"}, []readers.DiscoverOption{readers.WithExclude("*.csv", "year=2023/**")},
-			"s3://data/t/b.parquet\ns3://data/t/year=2024/month=01/c.parquet year=2024 month=01"},
+			"s3://data/t/b.parquet\ns3://data/t/noext\ns3://data/t/year=2024/month=01/c.parquet year=2024 month=01"},
+		{"many named with no format", []string{"s3://data/many/"}, nil, strings.Join(many, "\n")},
 		{"glob", []string{"s3://data/t/**/*.parquet"}, nil,
 			"s3://data/t/b.parquet\ns3://data/t/year=2023/d.parquet year=2023\ns3://data/t/year=2024/month=01/c.parquet year=2024 month=01"},
 		{"include", []string{"s3://data/t/"}, []readers.DiscoverOption{readers.WithInclude("year=*/*.parquet")},
