@@ -261,10 +261,14 @@ func openText(ctx context.Context, f File, sample bool, whole []byte) (*csvText,
 // or zstd compression and skipping a byte-order mark. closeSrc closes src.
 func openSequential(src io.Reader, closeSrc func() error) (*csvText, error) {
 	br := bufio.NewReaderSize(src, 64<<10)
-	head, _ := br.Peek(4)
+	head, _ := br.Peek(8)
 	var r io.Reader = br
 	closers := []func() error{closeSrc}
-	switch {
+	switch fm := sniffBytes(head, int64(len(head))); {
+	case fm == FormatParquet || fm == FormatIPCFile:
+		// named CSV, but Parquet or Arrow: its magic decides, as for a local file (see detectFormat)
+		_ = closeSrc()
+		return nil, &otherFormatError{fm}
 	case bytes.HasPrefix(head, magicGzip):
 		zr, err := gzip.NewReader(br)
 		if err != nil {
@@ -846,4 +850,12 @@ func inferType(sample [][]string, i int, o *convOptions) arrow.DataType {
 		return &arrow.TimestampType{Unit: arrow.Microsecond}
 	}
 	return arrow.BinaryTypes.LargeString
+}
+
+// otherFormatError is a file named CSV whose first bytes are another format's magic: Open reads it
+// in that format, as Discover does a local file.
+type otherFormatError struct{ format Format }
+
+func (e *otherFormatError) Error() string {
+	return "not CSV: the file starts with " + e.format.String() + "'s magic bytes"
 }

@@ -273,7 +273,8 @@ func firstRead(size int64) int64 {
 }
 
 // readSmall reads f whole with one GET when it is an object of smallObjectBytes or less (none when
-// it is empty), for a source read in order to keep and read again from memory; nil otherwise.
+// it is empty), for a source read in order to keep and read again from memory; nil otherwise. The
+// Reader stays in cfg, so that opening the object again (as another format) reads it from memory.
 func readSmall(ctx context.Context, f File, cfg *config) ([]byte, error) {
 	if f.Store == nil || f.Size > smallObjectBytes {
 		return nil, nil
@@ -282,6 +283,7 @@ func readSmall(ctx context.Context, f File, cfg *config) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.sniffed = r
 	return r.ReadTail(ctx, f.Size)
 }
 
@@ -300,7 +302,7 @@ func objectFormat(ctx context.Context, f File, force Format, atOpen bool) (Forma
 		byExt = force
 	}
 	if byExt == FormatParquet || byExt == FormatCSV && force == FormatUnknown {
-		return byExt, nil, nil // Open checks the magic bytes (Parquet's footer, CSV's compression)
+		return byExt, nil, nil // Open checks the magic bytes (Parquet's footer; CSV's first bytes, see otherFormatError)
 	}
 	r, err := openObject(ctx, f, nil)
 	if err != nil {

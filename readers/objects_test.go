@@ -593,12 +593,13 @@ func TestWideStreamObject(t *testing.T) {
 	}
 }
 
-// TestIPCObjectFileOrStream lists objects whose names say Arrow IPC file (.arrow, .feather) or say
+// TestObjectFormatByMagic lists objects whose names say Arrow IPC file (.arrow, .feather), CSV or
 // nothing, and reads each as a local file of the same bytes reads: a stream named .arrow (as
-// Hugging Face datasets writes them) as a stream, an IPC file as a file, nameless Parquet as
-// Parquet. Telling which costs no request beyond Open's own first one, except for a large object
-// that does not end with a file's magic (one GET of its first bytes).
-func TestIPCObjectFileOrStream(t *testing.T) {
+// Hugging Face datasets writes them) as a stream, an IPC file as a file, Parquet named .csv or
+// nothing as Parquet. Telling which costs no request beyond Open's own first one, except for a
+// large IPC object that does not end with a file's magic (one GET of its first bytes), and a large
+// misnamed CSV (Parquet's footer, after the CSV's first block).
+func TestObjectFormatByMagic(t *testing.T) {
 	srv, st := objectStore(t)
 	ctx := context.Background()
 	for _, c := range []struct {
@@ -616,6 +617,9 @@ func TestIPCObjectFileOrStream(t *testing.T) {
 		{"large-file.arrow", func(p string) error { return fixture.WriteIPC(p, 0, 20000, 4000, false) }, readers.FormatIPCFile, 1},
 		{"small-parquet", func(p string) error { return fixture.WriteParquet(p, 0, 5000, 1000) }, readers.FormatParquet, 1},
 		{"large-parquet", func(p string) error { return fixture.WriteParquet(p, 0, 20000, 4000) }, readers.FormatParquet, 1},
+		{"small-parquet.csv", func(p string) error { return fixture.WriteParquet(p, 0, 5000, 1000) }, readers.FormatParquet, 1},
+		{"large-parquet.csv", func(p string) error { return fixture.WriteParquet(p, 0, 20000, 4000) }, readers.FormatParquet, 2},
+		{"small-file.csv", func(p string) error { return fixture.WriteIPC(p, 0, 5000, 1000, false) }, readers.FormatIPCFile, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			local := filepath.Join(t.TempDir(), c.name)

@@ -425,6 +425,21 @@ func open(ctx context.Context, f File, opts []Option) (Source, error) {
 	return source{src}, nil
 }
 
+// openFormat opens f in its format's unitSource.
+func openFormat(ctx context.Context, f File, cfg *config) (unitSource, error) {
+	switch f.Format {
+	case FormatParquet:
+		return openParquet(ctx, f, cfg)
+	case FormatIPCFile:
+		return openIPCFile(ctx, f, cfg)
+	case FormatIPCStream:
+		return openIPCStream(ctx, f, cfg)
+	case FormatCSV:
+		return openCSV(ctx, f, cfg)
+	}
+	return nil, ErrUnknownFormat
+}
+
 // openUnits opens f in its format's unitSource, wrapped to decode encodings and views and to add
 // partition columns where the file needs it.
 func openUnits(ctx context.Context, f File, opts []Option) (unitSource, error) {
@@ -457,21 +472,10 @@ func openUnits(ctx context.Context, f File, opts []Option) (unitSource, error) {
 			f.Format = fm
 		}
 	}
-	var (
-		src unitSource
-		err error
-	)
-	switch f.Format {
-	case FormatParquet:
-		src, err = openParquet(ctx, f, &cfg)
-	case FormatIPCFile:
-		src, err = openIPCFile(ctx, f, &cfg)
-	case FormatIPCStream:
-		src, err = openIPCStream(ctx, f, &cfg)
-	case FormatCSV:
-		src, err = openCSV(ctx, f, &cfg)
-	default:
-		return nil, ErrUnknownFormat
+	src, err := openFormat(ctx, f, &cfg)
+	if other := (*otherFormatError)(nil); errors.As(err, &other) {
+		f.Format = other.format
+		src, err = openFormat(ctx, f, &cfg)
 	}
 	if err != nil {
 		return nil, err
