@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -203,4 +205,55 @@ func TestLoadOpensObjectsAhead(t *testing.T) {
 	if _, reads := watch.MaxConcurrent(); reads < 3 {
 		t.Errorf("at most %d objects read at once with 2 decoders; want more (opened ahead)", reads)
 	}
+}
+
+// Objects whose names do not say their format, or say the wrong one, load as the same local files
+// do: a Parquet file with no extension (Hive, Trino, Flink), an Arrow IPC stream named .arrow
+// (Hugging Face datasets) and Parquet named .csv, beside a text object that is skipped. The plan
+// names the format each was read in, and every row arrives once.
+func TestObjectsLoadByTheirBytes(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	srv := s3test.Start(t)
+	srv.Env(t, s3test.AccessKey, s3test.SecretKey)
+	srv.CreateBucket(t, "data")
+	local := t.TempDir()
+	const rows = 300
+	for i, w := range []func(string) error{
+		func(p string) error { return fixture.WriteParquet(p, 0, rows, 100) },
+		func(p string) error { return fixture.WriteIPC(p, rows, rows, 100, true) },
+		func(p string) error { return fixture.WriteParquet(p, 2*rows, rows, 100) },
+	} {
+		name := []string{"000000_0", "train.arrow", "misnamed.csv"}[i]
+		if err := w(filepath.Join(local, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(local, "NOTES"), []byte("written by the nightly job\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv.PutDir(t, "data", "h/", local)
+	st := objstore.New()
+	defer st.Close()
+
+	cfg, dir := bucketConfig(t, mem, st, fixture.TableColumns, "s3://data/h/")
+	rep, err := load.Plan(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range rep.Files {
+		got = append(got, path.Base(f.Path)+" "+f.Format)
+		if f.Error != "" {
+			t.Errorf("plan: %s: %s", f.Path, f.Error)
+		}
+	}
+	if want := "000000_0 parquet, misnamed.csv parquet, train.arrow arrow-stream"; strings.Join(got, ", ") != want {
+		t.Errorf("plan: %s; want %s", strings.Join(got, ", "), want)
+	}
+	sum := run(t, cfg)
+	if sum.Files != 3 || sum.Rows != 3*rows {
+		t.Errorf("loaded %d files, %d rows; want 3, %d", sum.Files, sum.Rows, 3*rows)
+	}
+	checkTable(t, dir, fixture.IDs(0, 3*rows), fixture.Expected)
 }

@@ -114,6 +114,7 @@ func (p *pipeline) planFile(f readers.File, src readers.Source, err error, rep *
 		return pf
 	}
 	defer src.Close()
+	pf.Format = src.File().Format.String() // Open tells an object's format by its bytes where its name does not
 	pf.Units = len(src.Units())
 	for _, u := range src.Units() {
 		if u.Rows < 0 {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -103,6 +104,16 @@ func TestDiscoverObjects(t *testing.T) {
 				}
 			}
 		})
+	}
+	// The objects named with no format have their first bytes read several at once, at most 16.
+	watch := srv.Watch(t, 5*time.Millisecond)
+	wst := objstore.New()
+	defer wst.Close()
+	if files, err := readers.Discover(ctx, []string{"s3://data/many/"}, readers.WithObjectStore(wst)); err != nil || paths(files) != strings.Join(many, "\n") {
+		t.Errorf("through a proxy: %v, %s", err, paths(files))
+	}
+	if _, reads := watch.MaxConcurrent(); reads < 2 || reads > 16 {
+		t.Errorf("at most %d objects' first bytes read at once; want 2 to 16", reads)
 	}
 	if _, err := readers.Discover(ctx, []string{"s3://data/nothing/"}, readers.WithObjectStore(st)); !errors.Is(err, readers.ErrNoFiles) {
 		t.Errorf("an empty prefix: %v; want ErrNoFiles", err)
