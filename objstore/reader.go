@@ -215,6 +215,7 @@ func (r *Reader) readAt(ctx context.Context, p []byte, off int64) (int, error) {
 
 // ReadTail fetches the object's last n bytes (all of it when smaller) with one suffix-range request
 // and keeps them: later ReadAts within them, and ReadTails of no more, are served without a request.
+// The bytes returned are the ones kept: not to be modified.
 func (r *Reader) ReadTail(ctx context.Context, n int64) ([]byte, error) {
 	n = min(n, r.obj.Size)
 	r.mu.Lock()

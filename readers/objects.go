@@ -245,11 +245,11 @@ func openBytes(ctx context.Context, f File, cfg *config) (readerAtCloser, error)
 	return openObject(ctx, f, cfg)
 }
 
-// openObject opens a Reader of f's object: the one that told its format when cfg has it (it keeps
+// openObject opens a Reader of f's object: the one this Open made first when cfg has it (it keeps
 // the bytes it read), else a new one.
 func openObject(ctx context.Context, f File, cfg *config) (*objstore.Reader, error) {
-	if cfg != nil && cfg.sniffed != nil {
-		return cfg.sniffed, nil
+	if cfg != nil && cfg.opened != nil {
+		return cfg.opened, nil
 	}
 	obj, err := f.object()
 	if err != nil {
@@ -283,7 +283,7 @@ func readSmall(ctx context.Context, f File, cfg *config) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.sniffed = r
+	cfg.opened = r
 	return r.ReadTail(ctx, f.Size)
 }
 

@@ -271,7 +271,7 @@ type config struct {
 	csvUnitBytes  int64            // tests: the nominal size of a CSV unit instead of csvUnitStarts' policy
 	prefetch      PrefetchBudget   // counts the bytes of object reads held ahead of decoding; nil: none
 	ahead         AheadLimits      // how far object units are fetched ahead; zero: not at all
-	sniffed       *objstore.Reader // the Reader that told the object's format, keeping what it read
+	opened        *objstore.Reader // the object's Reader this Open made first (to tell its format, or read it whole), keeping what it read
 }
 
 const defaultBatchBytes = 8 << 20
@@ -450,7 +450,7 @@ func openUnits(ctx context.Context, f File, opts []Option) (unitSource, error) {
 		if err != nil {
 			return nil, err
 		}
-		f.Format, cfg.sniffed = fm, r
+		f.Format, cfg.opened = fm, r
 	}
 	if f.Store == nil && (f.Format == FormatUnknown || f.Size == 0 && f.ModTime.IsZero()) {
 		// A File built by hand: fill what Discover would have.
