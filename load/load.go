@@ -104,6 +104,9 @@ type Config struct {
 
 	// Include and Exclude filter the files found beneath directories and globs.
 	Include, Exclude []string
+	// Format, when set, is the format of every file found, whatever its name (see readers.WithFormat):
+	// for exports whose files have no extension. Zero tells each file's format by its name and bytes.
+	Format readers.Format
 	// CSV is the dialect of CSV sources (OnBadRow is set by the load under OnErrorQuarantine).
 	CSV readers.CSVOptions
 	// SchemaMode, CaseInsensitive, RescueColumn and BinaryAsString configure schema reconciliation.

@@ -247,7 +247,7 @@ func discover(ctx context.Context, cfg *Config) ([]readers.File, error) {
 
 func discoverOptions(cfg *Config) []readers.DiscoverOption {
 	return []readers.DiscoverOption{readers.WithInclude(cfg.Include...), readers.WithExclude(cfg.Exclude...),
-		readers.WithDiscoverLogger(cfg.Logger), readers.WithObjectStore(cfg.Objects)}
+		readers.WithFormat(cfg.Format), readers.WithDiscoverLogger(cfg.Logger), readers.WithObjectStore(cfg.Objects)}
 }
 
 // schemaOf reads a file's Arrow schema, for creating a table like it and for targets that cannot

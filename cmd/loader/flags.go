@@ -104,6 +104,7 @@ func (f *targetFlags) apply(cfg *load.Config) error {
 // inputFlags say how to find and read the sources and how to match them to the table.
 type inputFlags struct {
 	include, exclude []string
+	format           string
 
 	delimiter, quote, escape, comment string
 	noQuote, noHeader                 bool
@@ -125,6 +126,7 @@ type inputFlags struct {
 func (f *inputFlags) register(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&f.include, "include", nil, "load only files whose path (relative to its source) matches this glob; repeatable, ** matches directories")
 	fl.StringArrayVar(&f.exclude, "exclude", nil, "skip files whose path matches this glob; repeatable")
+	fl.StringVar(&f.format, "input-format", "", "read every file found as parquet, csv, arrow-file or arrow-stream whatever its name, for files named without an extension, such as a warehouse's CSV export (default: by extension, else by the file's first bytes)")
 
 	fl.StringVar(&f.delimiter, "csv-delimiter", "", `CSV field delimiter, one character or "tab" (default "," and tab for .tsv)`)
 	fl.StringVar(&f.quote, "csv-quote", "", `CSV quote character (default '"')`)
@@ -163,6 +165,11 @@ func (f *inputFlags) apply(cfg *load.Config) error {
 	}
 	cfg.Include, cfg.Exclude = f.include, f.exclude
 	var err error
+	if f.format != "" {
+		if cfg.Format, err = readers.ParseFormat(f.format); err != nil {
+			return usagef("--input-format: %w", err)
+		}
+	}
 	opt := readers.CSVOptions{
 		NoQuote: f.noQuote, NoHeader: f.noHeader, NullValues: f.nullValues, StringNulls: f.stringNulls,
 		AllowRagged: f.allowRagged, LazyQuotes: f.lazyQuotes,

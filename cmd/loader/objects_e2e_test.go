@@ -365,3 +365,40 @@ func TestLoadFromABucketInAnotherRegion(t *testing.T) {
 		t.Errorf("table differs:\n%s", strings.Join(diffs, "\n"))
 	}
 }
+
+// A warehouse's CSV export names its files without an extension (Redshift's UNLOAD: 0000_part_00,
+// BigQuery's EXPORT DATA: 000000000000). Their bytes cannot say CSV, so without --input-format no
+// file is found; with --input-format csv every one loads, from a local directory and from a bucket
+// alike.
+func TestInputFormatForExports(t *testing.T) {
+	srv := objectsServer(t)
+	local := t.TempDir()
+	for i, name := range []string{"0000_part_00", "0001_part_00"} {
+		if err := fixture.WriteCSV(filepath.Join(local, name), int64(i*700), 700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(local, "_SUCCESS"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv.PutDir(t, "lake", "unload/", local)
+	wh := t.TempDir()
+	for _, c := range []struct{ table, src string }{{"main.default.local", local}, {"main.default.s3", "s3://lake/unload/"}} {
+		mustLoader(t, "table", "create", c.table, "--warehouse", wh, "--columns", fixture.CSVColumns)
+		r := loader(t, "load", "--table", c.table, "--warehouse", wh, "--manifest-dir", t.TempDir(), c.src)
+		if r.code == 0 || !strings.Contains(r.stderr, "no files") {
+			t.Errorf("%s without --input-format: exit %d, stderr %q; want no files found", c.src, r.code, r.stderr)
+		}
+		if r := loader(t, "load", "--table", c.table, "--warehouse", wh, "--input-format", "tsv2", c.src); r.code != 2 || !strings.Contains(r.stderr, "--input-format") {
+			t.Errorf("--input-format tsv2: exit %d, stderr %q; want a usage error naming the flag", r.code, r.stderr)
+		}
+		s := parseSummary(t, mustLoader(t, "load", "--table", c.table, "--warehouse", wh, "--json",
+			"--manifest-dir", t.TempDir(), "--input-format", "csv", c.src).stdout)
+		if s.Files != 2 || s.Rows != 1400 {
+			t.Errorf("%s: summary %+v; want 2 files, 1400 rows", c.src, s)
+		}
+		if diffs := fixture.Diff(scanTable(t, wh, c.table), fixture.IDs(0, 1400), fixture.CSVExpected, 10); len(diffs) > 0 {
+			t.Errorf("%s: table differs:\n%s", c.src, strings.Join(diffs, "\n"))
+		}
+	}
+}
