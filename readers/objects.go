@@ -295,13 +295,14 @@ func readSmall(ctx context.Context, f File, cfg *config) ([]byte, error) {
 // Reader returned keeps those bytes for Open: a small object's first bytes are among them, and an
 // end with Arrow's (or, for a nameless format, Parquet's) magic settles a large one as a local
 // file's first bytes would, since the readers rely on the end's magic and footer. Only a large
-// object that ends otherwise costs one more GET, of its first 8 bytes.
+// object that ends otherwise (or with Parquet's magic under an Arrow name) costs one more GET, of
+// its first 8 bytes.
 func objectFormat(ctx context.Context, f File, force Format, atOpen bool) (Format, *objstore.Reader, error) {
 	byExt := extFormat(path.Base(f.Path))
 	if force != FormatUnknown {
 		byExt = force
 	}
-	if byExt == FormatParquet || byExt == FormatCSV && force == FormatUnknown {
+	if byExt == FormatParquet && !atOpen || byExt == FormatCSV && force == FormatUnknown {
 		return byExt, nil, nil // Open checks the magic bytes (Parquet's footer; CSV's first bytes, see otherFormatError)
 	}
 	r, err := openObject(ctx, f, nil)
@@ -316,9 +317,9 @@ func objectFormat(ctx context.Context, f File, force Format, atOpen bool) (Forma
 			return FormatUnknown, nil, err
 		case int64(len(tail)) == f.Size:
 			head = tail[:min(8, len(tail))]
-		case bytes.HasSuffix(tail, magicArrow) && (byExt == FormatIPCFile || byExt == FormatUnknown):
+		case bytes.HasSuffix(tail, magicArrow) && byExt != FormatIPCStream:
 			return FormatIPCFile, r, nil
-		case (bytes.HasSuffix(tail, magicParquet) || bytes.HasSuffix(tail, magicParquetEnc)) && byExt == FormatUnknown:
+		case (bytes.HasSuffix(tail, magicParquet) || bytes.HasSuffix(tail, magicParquetEnc)) && (byExt == FormatParquet || byExt == FormatUnknown):
 			return FormatParquet, r, nil
 		}
 	}

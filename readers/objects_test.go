@@ -604,10 +604,10 @@ func TestWideStreamObject(t *testing.T) {
 	}
 }
 
-// TestObjectFormatByMagic lists objects whose names say Arrow IPC file (.arrow, .feather), CSV or
-// nothing, and reads each as a local file of the same bytes reads: a stream named .arrow (as
-// Hugging Face datasets writes them) as a stream, an IPC file as a file, Parquet named .csv or
-// nothing as Parquet. Telling which costs no request beyond Open's own first one, except for a
+// TestObjectFormatByMagic lists objects whose names say Arrow IPC file (.arrow, .feather), CSV,
+// Parquet or nothing, and reads each as a local file of the same bytes reads: a stream named .arrow
+// (as Hugging Face datasets writes them) as a stream, an IPC file as a file (also when named
+// .parquet or .csv), Parquet named .csv or nothing as Parquet. Telling which costs no request beyond Open's own first one, except for a
 // large IPC object that does not end with a file's magic (one GET of its first bytes), and a large
 // misnamed CSV (Parquet's footer, after the CSV's first block).
 func TestObjectFormatByMagic(t *testing.T) {
@@ -631,6 +631,8 @@ func TestObjectFormatByMagic(t *testing.T) {
 		{"small-parquet.csv", func(p string) error { return fixture.WriteParquet(p, 0, 5000, 1000) }, readers.FormatParquet, 1},
 		{"large-parquet.csv", func(p string) error { return fixture.WriteParquet(p, 0, 20000, 4000) }, readers.FormatParquet, 2},
 		{"small-file.csv", func(p string) error { return fixture.WriteIPC(p, 0, 5000, 1000, false) }, readers.FormatIPCFile, 1},
+		{"small-file.parquet", func(p string) error { return fixture.WriteIPC(p, 0, 5000, 1000, false) }, readers.FormatIPCFile, 1},
+		{"large-file.parquet", func(p string) error { return fixture.WriteIPC(p, 0, 20000, 4000, false) }, readers.FormatIPCFile, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			local := filepath.Join(t.TempDir(), c.name)

@@ -445,7 +445,7 @@ func openFormat(ctx context.Context, f File, cfg *config) (unitSource, error) {
 func openUnits(ctx context.Context, f File, opts []Option) (unitSource, error) {
 	RegisterParquetCodecs()
 	cfg := newConfig(opts)
-	if f.Store != nil && (f.Format == FormatUnknown || f.Format == FormatIPCFile) {
+	if f.Store != nil && (f.Format == FormatUnknown || f.Format == FormatIPCFile || f.Format == FormatParquet) {
 		fm, r, err := objectFormat(ctx, f, f.Format, true)
 		if err != nil {
 			return nil, err
