@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"go.uber.org/goleak"
 
 	"github.com/loaderproject/loader/internal/fixture"
 	"github.com/loaderproject/loader/internal/s3test"
@@ -687,4 +688,34 @@ func TestObjectFormatByMagic(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Discovery stopped by its caller while the first bytes of nameless objects are being read returns
+// only once those reads have ended: no goroutine outlives it.
+func TestDiscoverStopsItsFormatChecks(t *testing.T) {
+	srv, _ := objectStore(t)
+	pq := filepath.Join(t.TempDir(), "x.parquet")
+	if err := fixture.WriteParquet(pq, 0, 10, 10); err != nil {
+		t.Fatal(err)
+	}
+	pqBytes, _ := os.ReadFile(pq)
+	for i := range 40 {
+		srv.Put(t, "data", fmt.Sprintf("stop/%03d", i), pqBytes)
+	}
+	srv.Watch(t, 5*time.Millisecond) // so that checks are in flight when the caller stops
+	st := objstore.New()
+	ignore := goleak.IgnoreCurrent()
+	stop := errors.New("stop")
+	n := 0
+	err := readers.DiscoverFunc(context.Background(), []string{"s3://data/stop/"}, func(readers.File) error {
+		n++
+		return stop
+	}, readers.WithObjectStore(st))
+	if err != stop || n != 1 { //nolint:errorlint // fn's error comes back as it is
+		t.Fatalf("DiscoverFunc stopping at the first file: %v after %d files", err, n)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	goleak.VerifyNone(t, ignore)
 }
