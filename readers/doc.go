@@ -22,7 +22,10 @@
 //
 // With WithObjectStore, sources may be s3://, gs:// and azblob:// URLs (a prefix, one object or a
 // glob), found as local files are (the same skipping, filters, partitions and lexical order) by a
-// paged listing; DiscoverFunc hands each file over as its page arrives. Such a File's Path is its
+// paged listing; DiscoverFunc hands each file over as its page arrives. An object whose name says no
+// format has its first 8 bytes read at discovery (16 at a time, in order); one whose name may hide
+// another format (an IPC file name, .parquet, .csv) is checked by Open with the request Open makes
+// first anyway, so magic bytes win over names for objects too (a stream's name is taken as given). Such a File's Path is its
 // URL, and it carries its ETag and its objstore.Store, through which Open reads that version of it
 // only (a rewritten object fails with objstore.ErrChanged). A Parquet object's footer comes with one
 // suffix-range request and each row group's column chunks with merged, parallel ranged GETs, held
