@@ -67,12 +67,20 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./partitioner/ ./schemamatch/ ./warehouse/ ./sink/
 	$(BIN) bench $(BENCH_FLAGS) --out $(BENCH_OUT)
 
-## fuzz: a short run of every fuzz target (FUZZTIME each)
+## fuzz: a short run of every fuzz target (FUZZTIME each). A run that fails with nothing but the
+## engine's "context deadline exceeded" at the end of FUZZTIME, and writes no failing input, is the
+## fuzzing engine's own flake (golang/go#51484) and is reported, not failed; anything else fails.
 FUZZTIME ?= 30s
 fuzz:
-	@for pkg in $$($(GO) list ./...); do \
+	@out=$$(mktemp); trap 'rm -f '$$out EXIT; \
+	for pkg in $$($(GO) list ./...); do \
 	  for t in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
-	    echo "fuzz $$pkg $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	    echo "fuzz $$pkg $$t"; \
+	    if ! $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg >$$out 2>&1; then \
+	      cat $$out; \
+	      if grep -q 'Failing input written' $$out || ! grep -q 'context deadline exceeded' $$out; then exit 1; fi; \
+	      echo "fuzz $$t: the engine stopped at its deadline with no failing input (golang/go#51484): not a failure"; \
+	    else tail -n 2 $$out; fi; \
 	  done; \
 	done
 
