@@ -356,24 +356,23 @@ var (
 	magicZstd       = []byte{0x28, 0xb5, 0x2f, 0xfd}
 )
 
-// sniff reads the first bytes of a file and tells the format they show, FormatUnknown if none. It
-// returns the bytes it read too.
-func sniff(path string) (Format, []byte, int64, error) {
+// sniff reads the first 8 bytes of a file (fewer when it is shorter), and tells its size.
+func sniff(path string) ([]byte, int64, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return FormatUnknown, nil, 0, err
+		return nil, 0, err
 	}
 	defer fh.Close()
 	st, err := fh.Stat()
 	if err != nil {
-		return FormatUnknown, nil, 0, err
+		return nil, 0, err
 	}
 	head := make([]byte, 8)
 	n, err := io.ReadFull(fh, head)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return FormatUnknown, nil, st.Size(), err
+		return nil, st.Size(), err
 	}
-	return sniffBytes(head[:n], st.Size()), head[:n], st.Size(), nil
+	return head[:n], st.Size(), nil
 }
 
 func sniffBytes(head []byte, size int64) Format {
@@ -403,7 +402,7 @@ func legacyStreamPrefix(head []byte, size int64) bool {
 // detectFormat decides a file's format from its extension (or force) and its magic bytes. Its
 // errors do not name the file: callers wrap them in a *FileError.
 func detectFormat(path string, force Format) (Format, error) {
-	byMagic, head, size, err := sniff(path)
+	head, size, err := sniff(path)
 	if err != nil {
 		return FormatUnknown, err
 	}
@@ -411,6 +410,13 @@ func detectFormat(path string, force Format) (Format, error) {
 	if force != FormatUnknown {
 		byExt = force
 	}
+	return formatOf(byExt, head, size)
+}
+
+// formatOf decides the format of a file of size bytes whose name (or a format given for it) says
+// byExt and whose first bytes are head, for local files and objects alike.
+func formatOf(byExt Format, head []byte, size int64) (Format, error) {
+	byMagic := sniffBytes(head, size)
 	switch {
 	case byMagic != FormatUnknown && byExt != FormatCSV:
 		// PAR1 and ARROW1 are definitive; an IPC extension decides nothing more.

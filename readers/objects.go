@@ -287,64 +287,67 @@ func readSmall(ctx context.Context, f File, cfg *config) ([]byte, error) {
 	return r.ReadTail(ctx, f.Size)
 }
 
-// objectFormat tells an object's format from its name (or force), and from its magic bytes where
-// the name does not settle it: an Arrow IPC name may hold a file or a stream, as a local file's may.
-//
-// At discovery (atOpen false) the check is one GET of the first 8 bytes. At Open it is the request
-// Open makes first anyway, a suffix-range GET of the object's end (all of a small object), and the
-// Reader returned keeps those bytes for Open: a small object's first bytes are among them, and an
-// end with Arrow's (or, for a nameless format, Parquet's) magic settles a large one as a local
-// file's first bytes would, since the readers rely on the end's magic and footer. Only a large
-// object that ends otherwise (or with Parquet's magic under an Arrow name) costs one more GET, of
-// its first 8 bytes.
-func objectFormat(ctx context.Context, f File, force Format, atOpen bool) (Format, *objstore.Reader, error) {
-	byExt := extFormat(path.Base(f.Path))
-	if force != FormatUnknown {
-		byExt = force
+// objectFormat tells the format of an object whose name says none (nor a format given for it) from
+// its first 8 bytes, with one GET, as Discover does for a local file.
+func objectFormat(ctx context.Context, f File) (Format, error) {
+	r, err := openObject(ctx, f, nil)
+	if err != nil {
+		return FormatUnknown, err
 	}
-	if byExt == FormatParquet && !atOpen || byExt == FormatCSV && force == FormatUnknown {
-		return byExt, nil, nil // Open checks the magic bytes (Parquet's footer; CSV's first bytes, see otherFormatError)
+	head, err := objectHead(r, f.Size)
+	if err != nil {
+		return FormatUnknown, err
+	}
+	return formatOf(FormatUnknown, head, f.Size)
+}
+
+// objectHead reads an object's first 8 bytes (fewer when it is shorter) with one GET.
+func objectHead(r *objstore.Reader, size int64) ([]byte, error) {
+	head := make([]byte, min(8, size))
+	if _, err := r.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return head, nil
+}
+
+// openedFormat is objectFormat for Open, where a name may hide another format: an Arrow IPC file
+// name a stream (as a local file's may), .parquet an Arrow file, or no name any format. It reads
+// the object's end with the request Open makes first anyway (all of a small object), and returns
+// the Reader that keeps those bytes, for Open to read from memory. A small object's first bytes are
+// among them; an end with Arrow's (or, under a Parquet name or none, Parquet's) magic settles a
+// large object as a local file's first bytes would, since the readers rely on the end's magic and
+// footer. Only a large object that ends otherwise costs one more GET, of its first 8 bytes. A CSV
+// name is checked by its reader (otherFormatError), and a stream's name is taken as given.
+func openedFormat(ctx context.Context, f File) (Format, *objstore.Reader, error) {
+	byExt := f.Format
+	if byExt == FormatUnknown {
+		byExt = extFormat(path.Base(f.Path))
+	}
+	if byExt == FormatCSV || byExt == FormatIPCStream {
+		return byExt, nil, nil
 	}
 	r, err := openObject(ctx, f, nil)
 	if err != nil {
 		return FormatUnknown, nil, err
 	}
+	tail, err := r.ReadTail(ctx, firstRead(f.Size))
 	var head []byte
-	if atOpen {
-		tail, err := r.ReadTail(ctx, firstRead(f.Size))
-		switch {
-		case err != nil:
-			return FormatUnknown, nil, err
-		case int64(len(tail)) == f.Size:
-			head = tail[:min(8, len(tail))]
-		case bytes.HasSuffix(tail, magicArrow) && byExt != FormatIPCStream:
-			return FormatIPCFile, r, nil
-		case (bytes.HasSuffix(tail, magicParquet) || bytes.HasSuffix(tail, magicParquetEnc)) && (byExt == FormatParquet || byExt == FormatUnknown):
-			return FormatParquet, r, nil
-		}
-	}
-	if head == nil {
-		head = make([]byte, min(8, f.Size))
-		if _, err := r.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
-			return FormatUnknown, nil, err
-		}
-	}
-	if !atOpen {
-		r = nil // nothing worth keeping
-	}
-	byMagic := sniffBytes(head, f.Size)
 	switch {
-	case byMagic != FormatUnknown && byExt != FormatCSV, byMagic == FormatParquet, byMagic == FormatIPCFile:
-		return byMagic, r, nil
-	case byExt == FormatIPCFile || byExt == FormatIPCStream:
-		if legacyStreamPrefix(head, f.Size) {
-			return FormatIPCStream, r, nil
+	case err != nil:
+		return FormatUnknown, nil, err
+	case int64(len(tail)) == f.Size:
+		head = tail[:min(8, len(tail))]
+	case bytes.HasSuffix(tail, magicArrow):
+		return FormatIPCFile, r, nil
+	case (bytes.HasSuffix(tail, magicParquet) || bytes.HasSuffix(tail, magicParquetEnc)) && byExt != FormatIPCFile:
+		return FormatParquet, r, nil
+	default:
+		if head, err = objectHead(r, f.Size); err != nil {
+			return FormatUnknown, nil, err
 		}
-		return byExt, r, nil
-	case byExt != FormatUnknown:
-		return byExt, r, nil
 	}
-	return FormatUnknown, nil, fmt.Errorf("%w (use .parquet, .csv, .tsv, .arrow, .feather, .ipc or .arrows, or name the format)", ErrUnknownFormat)
+	fm, err := formatOf(byExt, head, f.Size)
+	return fm, r, err
 }
 
 // discoverObjects expands an object-store source (a single object, a prefix, or a glob) as
@@ -384,7 +387,7 @@ func discoverObjects(ctx context.Context, src string, cfg *discoverConfig, emit 
 			}
 			f := objectFile(cfg, obj, "")
 			if f.Format == FormatUnknown {
-				if f.Format, _, err = objectFormat(ctx, f, FormatUnknown, false); err != nil {
+				if f.Format, err = objectFormat(ctx, f); err != nil {
 					return fileError(f.Path, err)
 				}
 			}
@@ -478,7 +481,7 @@ func (q *formatQueue) add(f File) error {
 		q.wg.Go(func() {
 			defer func() { <-q.sem }()
 			defer close(e.done)
-			fm, _, err := objectFormat(q.ctx, e.f, FormatUnknown, false)
+			fm, err := objectFormat(q.ctx, e.f)
 			switch {
 			case err == nil:
 				e.f.Format = fm

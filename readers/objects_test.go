@@ -33,6 +33,18 @@ func objectStore(t *testing.T) (*s3test.Server, *objstore.Store) {
 	return srv, st
 }
 
+// putObject puts the local file at key in bucket "data" and returns the object's File, as Discover
+// finds it.
+func putObject(t *testing.T, srv *s3test.Server, st *objstore.Store, key, local string) readers.File {
+	t.Helper()
+	srv.PutFile(t, "data", key, local)
+	files, err := readers.Discover(context.Background(), []string{"s3://data/" + key}, readers.WithObjectStore(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files[0]
+}
+
 func paths(files []readers.File) string {
 	var s []string
 	for _, f := range files {
@@ -158,18 +170,14 @@ func TestObjectReadsLikeLocal(t *testing.T) {
 			if err := c.write(local); err != nil {
 				t.Fatal(err)
 			}
-			srv.PutFile(t, "data", c.name, local)
+			obj := putObject(t, srv, st, c.name, local)
 			ctx := context.Background()
 			mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 			defer mem.AssertSize(t, 0)
 
-			files, err := readers.Discover(ctx, []string{"s3://data/" + c.name}, readers.WithObjectStore(st))
-			if err != nil {
-				t.Fatal(err)
-			}
 			req0, bytes0 := st.Stats()
 			budget := &countingBudget{}
-			src, err := readers.Open(ctx, files[0], readers.WithAllocator(mem), readers.WithPrefetchBudget(budget, 0, readers.AheadLimits{}), readers.WithBatchBytes(64<<10))
+			src, err := readers.Open(ctx, obj, readers.WithAllocator(mem), readers.WithPrefetchBudget(budget, 0, readers.AheadLimits{}), readers.WithBatchBytes(64<<10))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -179,14 +187,14 @@ func TestObjectReadsLikeLocal(t *testing.T) {
 			src.Close()
 			req, byt := st.Stats()
 			units := int64(len(src.Units()))
-			if small := files[0].Size <= 1<<20; small != c.whole {
-				t.Fatalf("%s is %d bytes: the test wants it %s 1 MiB", c.name, files[0].Size, map[bool]string{true: "at most", false: "more than"}[c.whole])
+			if small := obj.Size <= 1<<20; small != c.whole {
+				t.Fatalf("%s is %d bytes: the test wants it %s 1 MiB", c.name, obj.Size, map[bool]string{true: "at most", false: "more than"}[c.whole])
 			}
 			stream := strings.HasSuffix(c.name, ".arrows")
 			switch {
 			case c.whole:
 				if req-req0 != 1 {
-					t.Errorf("%d requests for an object of %d bytes in %d units; want 1 (read whole with the footer)", req-req0, files[0].Size, units)
+					t.Errorf("%d requests for an object of %d bytes in %d units; want 1 (read whole with the footer)", req-req0, obj.Size, units)
 				}
 			case stream:
 				// a schema and 5 batches: Open reads each message's length and metadata, and the
@@ -200,8 +208,8 @@ func TestObjectReadsLikeLocal(t *testing.T) {
 			case units < 2 || req-req0 > 1+units || req-req0 < 2:
 				t.Errorf("%d requests for a footer and %d units; want at most one each (a unit within the footer's read needs none)", req-req0, units)
 			}
-			if amp := float64(byt-bytes0) / float64(files[0].Size); amp > 1.1 && !stream {
-				t.Errorf("read %d bytes of a %d-byte object (%.2fx)", byt-bytes0, files[0].Size, amp)
+			if amp := float64(byt-bytes0) / float64(obj.Size); amp > 1.1 && !stream {
+				t.Errorf("read %d bytes of a %d-byte object (%.2fx)", byt-bytes0, obj.Size, amp)
 			}
 			if (budget.max <= 0 && !stream) || budget.held != 0 {
 				t.Errorf("prefetch budget: most held %d, held at the end %d; want some, then none", budget.max, budget.held)
@@ -272,13 +280,8 @@ func TestObjectIPCRequests(t *testing.T) {
 	if err := fixture.WriteIPC(local, 0, batches*batchRows, batchRows, false); err != nil {
 		t.Fatal(err)
 	}
-	srv.PutFile(t, "data", "f.arrow", local)
+	f := putObject(t, srv, st, "f.arrow", local)
 	ctx := context.Background()
-	files, err := readers.Discover(ctx, []string{"s3://data/f.arrow"}, readers.WithObjectStore(st))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := files[0]
 	per := f.Size / batches // batchBytes of a unit per record batch
 	if per < 2*64<<10 {
 		t.Fatalf("record batches of %d bytes: the test wants each larger than twice the footer's 64 KiB read", per)
@@ -500,13 +503,9 @@ func TestSmallCSVObjectOneGET(t *testing.T) {
 		if err := fixture.WriteCSV(local, 0, c.rows); err != nil {
 			t.Fatal(err)
 		}
-		srv.PutFile(t, "data", "csv/"+c.name, local)
-		files, err := readers.Discover(ctx, []string{"s3://data/csv/" + c.name}, readers.WithObjectStore(st))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if small := files[0].Size <= 1<<20; small != (c.name == "small.csv") {
-			t.Fatalf("%s is %d bytes: the test wants small.csv at most 1 MiB and large.csv more", c.name, files[0].Size)
+		obj := putObject(t, srv, st, "csv/"+c.name, local)
+		if small := obj.Size <= 1<<20; small != (c.name == "small.csv") {
+			t.Fatalf("%s is %d bytes: the test wants small.csv at most 1 MiB and large.csv more", c.name, obj.Size)
 		}
 		mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 		lsrc, err := readers.Open(ctx, readers.File{Path: local}, readers.WithAllocator(mem))
@@ -517,14 +516,14 @@ func TestSmallCSVObjectOneGET(t *testing.T) {
 		lsrc.Close()
 
 		req0, _ := st.Stats()
-		src, err := readers.Open(ctx, files[0], readers.WithAllocator(mem))
+		src, err := readers.Open(ctx, obj, readers.WithAllocator(mem))
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := collect(t, src, 0)
 		src.Close()
 		if req, _ := st.Stats(); !c.gets(req - req0) {
-			t.Errorf("%s (%d bytes): opening and reading it took %d requests; want %s", c.name, files[0].Size, req-req0, c.want)
+			t.Errorf("%s (%d bytes): opening and reading it took %d requests; want %s", c.name, obj.Size, req-req0, c.want)
 		}
 		if !array.RecordEqual(got, want) {
 			t.Errorf("%s: the rows read from the bucket differ from the local file's", c.name)
@@ -570,18 +569,14 @@ func TestWideStreamObject(t *testing.T) {
 	if err := errors.Join(w.Close(), out.Close()); err != nil {
 		t.Fatal(err)
 	}
-	srv.PutFile(t, "data", "wide.arrows", local)
+	obj := putObject(t, srv, st, "wide.arrows", local)
 	ctx := context.Background()
-	files, err := readers.Discover(ctx, []string{"s3://data/wide.arrows"}, readers.WithObjectStore(st))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if files[0].Size <= 1<<20 {
-		t.Fatalf("the stream is %d bytes: the test wants more than 1 MiB, so Open does not read it whole", files[0].Size)
+	if obj.Size <= 1<<20 {
+		t.Fatalf("the stream is %d bytes: the test wants more than 1 MiB, so Open does not read it whole", obj.Size)
 	}
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
-	src, err := readers.Open(ctx, files[0], readers.WithAllocator(mem))
+	src, err := readers.Open(ctx, obj, readers.WithAllocator(mem))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -445,8 +445,8 @@ func openFormat(ctx context.Context, f File, cfg *config) (unitSource, error) {
 func openUnits(ctx context.Context, f File, opts []Option) (unitSource, error) {
 	RegisterParquetCodecs()
 	cfg := newConfig(opts)
-	if f.Store != nil && (f.Format == FormatUnknown || f.Format == FormatIPCFile || f.Format == FormatParquet) {
-		fm, r, err := objectFormat(ctx, f, f.Format, true)
+	if f.Store != nil {
+		fm, r, err := openedFormat(ctx, f)
 		if err != nil {
 			return nil, err
 		}
